@@ -1,0 +1,239 @@
+//! Derives text from grammar symbols against the displayed facts, following the
+//! reference's context-sensitive grammar: queries enumerate facts in sorted order,
+//! placeholders bind distinct objects, the first rule whose condition holds wins,
+//! and lists read `a, b, and c` through `list_separator`/`list_last_separator`.
+
+use crate::error::GameError;
+use crate::facts::{FactStore, Args, NO_ARG};
+use crate::grammar::{CondBody, Expr, Grammar, Query, QueryLiteral, Symbol};
+use crate::logic::{ObjId, World};
+
+/// What a rendering can see: the bound placeholders and named variables.
+#[derive(Debug, Clone, Default)]
+pub struct Ctx {
+    /// (placeholder name, placeholder type, object).
+    pub mapping: Vec<(String, String, ObjId)>,
+    /// Variable name → object; later entries shadow earlier ones.
+    pub variables: Vec<(String, ObjId)>,
+}
+
+impl Ctx {
+    fn variable(&self, name: &str) -> Option<ObjId> {
+        self.variables.iter().rev().find(|(n, _)| n == name).map(|&(_, o)| o)
+    }
+
+    fn bound(&self, name: &str, ty: &str) -> Option<ObjId> {
+        self.mapping.iter().find(|(n, t, _)| n == name && t == ty).map(|&(_, _, o)| o)
+    }
+}
+
+/// Display facts are keyed `2 * predicate` (true) and `2 * predicate + 1` (`not_`).
+pub fn display_pred(world: &World, name: &str) -> Option<usize> {
+    match name.strip_prefix("not_") {
+        Some(base) => world.pred_id(base).map(|p| 2 * p + 1),
+        None => world.pred_id(name).map(|p| 2 * p),
+    }
+}
+
+pub struct Renderer<'a> {
+    pub world: &'a World,
+    pub grammar: &'a Grammar,
+    pub facts: &'a FactStore,
+    pub names: &'a [String],
+}
+
+enum Value {
+    Str(String),
+    Entity(ObjId),
+}
+
+impl Renderer<'_> {
+    pub fn derive(&self, symbols: &[Symbol], ctx: &Ctx, out: &mut String) -> Result<(), GameError> {
+        for symbol in symbols {
+            match symbol {
+                Symbol::Text(t) => out.push_str(t),
+                Symbol::Nonterminal(name) => self.expand(name, ctx, out)?,
+                Symbol::Cond { body, given } => {
+                    for c in self.contexts(given.as_ref(), ctx)? {
+                        self.derive_body(body, &c, out)?;
+                    }
+                }
+                Symbol::List { body, given } => {
+                    let items = self.contexts(given.as_ref(), ctx)?;
+                    let n = items.len();
+                    if n == 0 {
+                        self.expand("list_empty", ctx, out)?;
+                    }
+                    for (i, c) in items.iter().enumerate() {
+                        if i > 0 {
+                            let sep = if i + 1 == n { "list_last_separator" } else { "list_separator" };
+                            self.expand(sep, ctx, out)?;
+                        }
+                        self.derive_body(body, c, out)?;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    pub fn expand(&self, name: &str, ctx: &Ctx, out: &mut String) -> Result<(), GameError> {
+        let rules = self
+            .grammar
+            .rules
+            .get(name)
+            .filter(|r| !r.is_empty())
+            .ok_or_else(|| GameError::Render(format!("can't find symbol '#{name}#' in the grammar")))?;
+        for rule in rules {
+            let applicable = match &rule.condition {
+                None => true,
+                Some(q) => {
+                    let mut any = false;
+                    self.assignments(q, ctx, &mut |_| {
+                        any = true;
+                        true
+                    });
+                    any
+                }
+            };
+            if applicable {
+                return self.derive(&rule.rhs, ctx, out);
+            }
+        }
+        Err(GameError::Render(format!("no rule of '#{name}#' applies here")))
+    }
+
+    fn derive_body(&self, body: &CondBody, ctx: &Ctx, out: &mut String) -> Result<(), GameError> {
+        match body {
+            CondBody::Nonterminal(name) => self.expand(name, ctx, out),
+            CondBody::Eval(expr) => {
+                match self.eval(expr, ctx)? {
+                    Value::Str(s) => out.push_str(&s),
+                    Value::Entity(o) => out.push_str(&self.names[o as usize]),
+                }
+                Ok(())
+            }
+        }
+    }
+
+    fn eval(&self, expr: &Expr, ctx: &Ctx) -> Result<Value, GameError> {
+        let var = |v: &str| ctx.variable(v).ok_or_else(|| GameError::Render(format!("name '{v}' is not defined in a template")));
+        Ok(match expr {
+            Expr::Str(s) => Value::Str(s.clone()),
+            Expr::Var(v) => Value::Entity(var(v)?),
+            Expr::Attr(v, attr) => {
+                let o = var(v)?;
+                Value::Str(match attr.as_str() {
+                    "name" => self.names[o as usize].clone(),
+                    "id" => self.world.objects[o as usize].clone(),
+                    "indefinite" => "a".to_string(),
+                    "definite" => "the".to_string(),
+                    other => return Err(GameError::Render(format!("unknown attribute '{v}.{other}'"))),
+                })
+            }
+            Expr::Add(parts) => {
+                let mut s = String::new();
+                for p in parts {
+                    match self.eval(p, ctx)? {
+                        Value::Str(x) => s.push_str(&x),
+                        Value::Entity(_) => return Err(GameError::Render("cannot add an entity to text".into())),
+                    }
+                }
+                Value::Str(s)
+            }
+            Expr::Or(parts) => {
+                let mut last = Value::Str(String::new());
+                for p in parts {
+                    last = self.eval(p, ctx)?;
+                    let truthy = match &last {
+                        Value::Str(s) => !s.is_empty(),
+                        Value::Entity(_) => true,
+                    };
+                    if truthy {
+                        break;
+                    }
+                }
+                last
+            }
+        })
+    }
+
+    fn contexts(&self, given: Option<&Query>, ctx: &Ctx) -> Result<Vec<Ctx>, GameError> {
+        let Some(query) = given else { return Ok(vec![ctx.clone()]) };
+        let mut out = Vec::new();
+        self.assignments(query, ctx, &mut |new: &[(String, String, ObjId)]| {
+            let mut c = ctx.clone();
+            for (n, t, o) in new {
+                c.mapping.push((n.clone(), t.clone(), *o));
+            }
+            // The reference refreshes a variable for every placeholder of the match.
+            for (n, _, o) in c.mapping.clone() {
+                c.variables.push((n, o));
+            }
+            out.push(c);
+            false
+        });
+        Ok(out)
+    }
+
+    /// Calls `on` with the newly bound placeholders of each match, in the
+    /// reference's order; `on` returns true to stop.
+    fn assignments(&self, query: &Query, ctx: &Ctx, on: &mut dyn FnMut(&[(String, String, ObjId)]) -> bool) {
+        let mut used: Vec<ObjId> = ctx.mapping.iter().map(|m| m.2).collect();
+        let mut new: Vec<(String, String, ObjId)> = Vec::new();
+        self.match_from(query, 0, ctx, &mut used, &mut new, on);
+    }
+
+    fn match_from(
+        &self,
+        query: &[QueryLiteral],
+        depth: usize,
+        ctx: &Ctx,
+        used: &mut Vec<ObjId>,
+        new: &mut Vec<(String, String, ObjId)>,
+        on: &mut dyn FnMut(&[(String, String, ObjId)]) -> bool,
+    ) -> bool {
+        let Some(lit) = query.get(depth) else { return on(new) };
+        let Some(pred) = display_pred(self.world, &lit.predicate) else { return false };
+        let types: Option<Vec<usize>> = lit.placeholders.iter().map(|(_, t)| self.world.type_id(t)).collect();
+        let Some(types) = types else { return false };
+        let lookup = |new: &[(String, String, ObjId)], name: &str, ty: &str| -> Option<ObjId> {
+            ctx.bound(name, ty).or_else(|| new.iter().find(|(n, t, _)| n == name && t == ty).map(|m| m.2))
+        };
+        let first = lit.placeholders.first().and_then(|(n, t)| lookup(new, n, t));
+        let facts: Vec<Args> = self.facts.iter(pred, first).copied().collect();
+        for fact in facts {
+            let before = new.len();
+            let mut ok = true;
+            for (i, (name, ty)) in lit.placeholders.iter().enumerate() {
+                let v = fact[i];
+                if v == NO_ARG || !self.world.is_subtype(self.world.object_types[v as usize], types[i]) {
+                    ok = false;
+                    break;
+                }
+                match lookup(new, name, ty) {
+                    Some(existing) if existing != v => ok = false,
+                    Some(_) => {}
+                    None if used.contains(&v) => ok = false,
+                    None => {
+                        new.push((name.clone(), ty.clone(), v));
+                        used.push(v);
+                    }
+                }
+                if !ok {
+                    break;
+                }
+            }
+            if ok && self.match_from(query, depth + 1, ctx, used, new, on) {
+                return true;
+            }
+            while new.len() > before {
+                let (_, _, v) = new.pop().unwrap_or_default();
+                if let Some(pos) = used.iter().rposition(|&u| u == v) {
+                    used.remove(pos);
+                }
+            }
+        }
+        false
+    }
+}
