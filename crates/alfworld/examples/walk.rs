@@ -2,7 +2,7 @@ fn main() {
     let path = std::env::args().nth(1).unwrap();
     let text = std::fs::read_to_string(&path).unwrap();
     let t = std::time::Instant::now();
-    let game = alfworld::arc_game(&text).unwrap();
+    let game = std::sync::Arc::new(alfworld::load_game(&text).unwrap());
     let (mut s, obs) = textworld::Session::start(game.clone()).unwrap();
     eprintln!("load+reset {:?}", t.elapsed());
     println!("{:?}\n{:?}", obs.feedback, obs.admissible_commands);

@@ -1,19 +1,11 @@
-//! ALFWorld on the native TextWorld engine.
+//! ALFWorld on the native TextWorld engine: game discovery (folder or zip),
+//! splits, task types and RLVMR levels, the `Env` implementation.
 
+pub mod data;
+pub mod env;
 pub mod names;
+pub mod task;
 
-use std::sync::Arc;
-
-/// Loads a game file's text with ALFWorld's display names applied.
-pub fn load_game_text(text: &str) -> Result<textworld::Game, textworld::GameError> {
-    let mut game = textworld::Game::from_json(text)?;
-    let ids: Vec<String> = game.entity_ids().iter().map(|s| s.to_string()).collect();
-    let refs: Vec<&str> = ids.iter().map(String::as_str).collect();
-    let names: std::collections::HashMap<String, String> = ids.iter().cloned().zip(names::demangle(&refs)).collect();
-    game.set_names(|id| names[id].clone());
-    Ok(game)
-}
-
-pub fn arc_game(text: &str) -> Result<Arc<textworld::Game>, textworld::GameError> {
-    load_game_text(text).map(Arc::new)
-}
+pub use data::{default_data_dir, AlfworldData, DataError, GameEntry};
+pub use env::{load_game, AlfworldEnv, DEFAULT_MAX_STEPS};
+pub use task::{Level, Split, TaskSpec, TaskType};
