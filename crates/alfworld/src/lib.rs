@@ -4,8 +4,11 @@
 pub mod data;
 pub mod env;
 pub mod names;
+pub mod replay;
+pub mod sampling;
 pub mod task;
 
 pub use data::{default_data_dir, AlfworldData, DataError, GameEntry};
 pub use env::{load_game, AlfworldEnv, DEFAULT_MAX_STEPS};
+pub use sampling::{select, TaskSampler};
 pub use task::{Level, Split, TaskSpec, TaskType};

@@ -1,1 +1,177 @@
-fn main() {}
+//! The rlvmr command line: parses arguments and calls library functions.
+
+use std::io::{self, BufRead, Write};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use anyhow::{bail, Context, Result};
+use clap::{Parser, Subcommand};
+
+use alfworld::{AlfworldData, Split};
+
+#[derive(Parser)]
+#[command(name = "rlvmr", version, about = "RLVMR: reinforcement learning with verifiable meta-reasoning rewards")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// ALFWorld: replay, play, expert, benchmark.
+    Alfworld {
+        #[command(subcommand)]
+        command: AlfworldCommand,
+    },
+}
+
+#[derive(clap::Args)]
+struct DataArg {
+    /// ALFWorld data: a folder holding json_2.1.1/, or json_2.1.1.zip.
+    /// Default: $ALFWORLD_DATA, else ~/.cache/alfworld, else ../shared/alfworld/json_2.1.1.zip.
+    #[arg(long)]
+    data: Option<PathBuf>,
+}
+
+#[derive(Subcommand)]
+enum AlfworldCommand {
+    /// Read JSON lines {"game": <path relative to --data>, "commands": [..]} on stdin,
+    /// write one JSON line per game with every step's observation.
+    Replay {
+        #[command(flatten)]
+        data: DataArg,
+    },
+    /// Play a game at the terminal (GAME: a game.tw-pddl file, or a path relative to the data).
+    Play {
+        game: String,
+        #[command(flatten)]
+        data: DataArg,
+        /// Print the admissible commands after each step.
+        #[arg(long)]
+        admissible: bool,
+    },
+    /// List games: path, split, task type.
+    Games {
+        #[command(flatten)]
+        data: DataArg,
+        /// train, valid_seen, valid_unseen or valid_train (default: all).
+        #[arg(long)]
+        split: Option<String>,
+    },
+}
+
+fn resolve_data(arg: &DataArg) -> Result<AlfworldData> {
+    if let Some(path) = &arg.data {
+        return Ok(AlfworldData::open(path)?);
+    }
+    let default = alfworld::default_data_dir();
+    match AlfworldData::open(&default) {
+        Ok(d) => Ok(d),
+        Err(first) => {
+            // The project's shared checkout keeps the zip beside the repository.
+            let shared = Path::new("../shared/alfworld/json_2.1.1.zip");
+            if std::env::var_os("ALFWORLD_DATA").is_none() && shared.is_file() {
+                return Ok(AlfworldData::open(shared)?);
+            }
+            Err(first.into())
+        }
+    }
+}
+
+fn parse_split(name: &str) -> Result<Split> {
+    match Split::from_name(name) {
+        Some(s) => Ok(s),
+        None => bail!("unknown split '{name}': use train, valid_seen, valid_unseen or valid_train"),
+    }
+}
+
+fn replay(data: &DataArg) -> Result<ExitCode> {
+    let data = resolve_data(data)?;
+    let stdin = io::stdin().lock();
+    let stdout = io::BufWriter::new(io::stdout().lock());
+    let summary = alfworld::replay::replay_stream(&data, stdin, stdout, io::stderr())?;
+    if summary.failed > 0 {
+        eprintln!("{} of {} games failed", summary.failed, summary.games);
+        return Ok(ExitCode::from(1));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn load_for_play(game: &str, data: &DataArg) -> Result<textworld::Game> {
+    let path = Path::new(game);
+    let text = if path.is_file() {
+        std::fs::read_to_string(path).with_context(|| format!("cannot read {game}"))?
+    } else {
+        resolve_data(data)?.read(game).with_context(|| format!("{game} is neither a file nor a game of the data"))?
+    };
+    alfworld::load_game(&text).with_context(|| format!("cannot load {game}"))
+}
+
+fn play(game: &str, data: &DataArg, show_admissible: bool) -> Result<ExitCode> {
+    let game = Arc::new(load_for_play(game, data)?);
+    let (mut session, intro) = textworld::Session::start(game)?;
+    let mut out = io::stdout().lock();
+    writeln!(out, "{}", intro.feedback)?;
+    let show = |out: &mut dyn Write, cmds: &[String]| -> io::Result<()> {
+        if show_admissible {
+            writeln!(out, "[admissible: {}]", cmds.join(", "))?;
+        }
+        Ok(())
+    };
+    show(&mut out, &intro.admissible_commands)?;
+    let mut input = io::stdin().lock();
+    let mut buf = Vec::new();
+    loop {
+        write!(out, "\n> ")?;
+        out.flush()?;
+        buf.clear();
+        if input.read_until(b'\n', &mut buf)? == 0 {
+            writeln!(out)?;
+            break;
+        }
+        let line = String::from_utf8_lossy(&buf);
+        let command = line.trim_end_matches(['\n', '\r']);
+        if matches!(command.trim(), "quit" | "exit") && !session.admissible_commands().iter().any(|c| c == command.trim()) {
+            break;
+        }
+        let obs = session.step(command)?;
+        writeln!(out, "{}", obs.feedback)?;
+        show(&mut out, &obs.admissible_commands)?;
+        if obs.won {
+            writeln!(out, "\n*** You won! ({} moves) ***", session.moves())?;
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn games(data: &DataArg, split: Option<&str>) -> Result<ExitCode> {
+    let data = resolve_data(data)?;
+    let split = split.map(parse_split).transpose()?;
+    let mut out = io::BufWriter::new(io::stdout().lock());
+    for g in data.games().iter().filter(|g| split.is_none_or(|s| g.split == s)) {
+        writeln!(out, "{}\t{}\t{}", g.path, g.split, g.task_type)?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn run(cli: Cli) -> Result<ExitCode> {
+    match cli.command {
+        Command::Alfworld { command } => match command {
+            AlfworldCommand::Replay { data } => replay(&data),
+            AlfworldCommand::Play { game, data, admissible } => play(&game, &data, admissible),
+            AlfworldCommand::Games { data, split } => games(&data, split.as_deref()),
+        },
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(cli) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}
