@@ -1,6 +1,7 @@
 //! ALFWorld on the native TextWorld engine: game discovery (folder or zip),
 //! splits, task types and RLVMR levels, the `Env` implementation.
 
+pub mod bench;
 pub mod data;
 pub mod env;
 pub mod names;

@@ -51,6 +51,26 @@ enum AlfworldCommand {
         #[arg(long)]
         admissible: bool,
     },
+    /// Benchmark the engine on recorded transcripts against the reference engine.
+    Bench {
+        #[command(flatten)]
+        data: DataArg,
+        /// Transcript files to replay (default: the committed eval-split transcripts).
+        #[arg(long, num_args = 1..)]
+        transcripts: Vec<PathBuf>,
+        /// Sessions kept alive at once for the memory figure.
+        #[arg(long, default_value_t = 2000)]
+        live_games: usize,
+        /// Python with alfworld==0.4.2 (default: the venv tools/record_alfworld.sh makes).
+        #[arg(long)]
+        reference_python: Option<PathBuf>,
+        /// Games the reference replays (it takes about a second per game).
+        #[arg(long, default_value_t = 20)]
+        reference_games: usize,
+        /// Skip the reference engine.
+        #[arg(long)]
+        no_reference: bool,
+    },
     /// List games: path, split, task type.
     Games {
         #[command(flatten)]
@@ -155,12 +175,45 @@ fn games(data: &DataArg, split: Option<&str>) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+fn reference_venv_python() -> PathBuf {
+    let cache = std::env::var_os("RLVMR_CACHE").map(PathBuf::from).unwrap_or_else(|| {
+        let home = std::env::var_os("HOME").map(PathBuf::from).unwrap_or_else(|| PathBuf::from("."));
+        home.join(".cache").join("rlvmr")
+    });
+    cache.join("alfworld-ref-venv").join("bin").join("python")
+}
+
+fn bench(data: &DataArg, transcripts: Vec<PathBuf>, live_games: usize, reference_python: Option<PathBuf>, reference_games: usize, no_reference: bool) -> Result<ExitCode> {
+    let data = resolve_data(data)?;
+    let dir = Path::new("crates/alfworld/tests/transcripts");
+    let transcripts = if transcripts.is_empty() { vec![dir.join("valid_seen.jsonl.gz"), dir.join("valid_unseen.jsonl.gz")] } else { transcripts };
+    let script = PathBuf::from("tools/ref_bench.py");
+    let reference = if no_reference {
+        None
+    } else {
+        let python = reference_python.unwrap_or_else(reference_venv_python);
+        if !python.is_file() {
+            bail!("no reference python at {} (run tools/record_alfworld.sh once to make the venv, pass --reference-python, or --no-reference)", python.display());
+        }
+        Some((python, script))
+    };
+    let scratch = std::env::temp_dir().join(format!("rlvmr-bench-{}", std::process::id()));
+    let opts = alfworld::bench::BenchOptions { transcripts, live_games, reference, reference_games, scratch: scratch.clone() };
+    let report = alfworld::bench::run(&data, &opts).map_err(anyhow::Error::msg);
+    let _ = std::fs::remove_dir_all(&scratch);
+    println!("{}", report?.table());
+    Ok(ExitCode::SUCCESS)
+}
+
 fn run(cli: Cli) -> Result<ExitCode> {
     match cli.command {
         Command::Alfworld { command } => match command {
             AlfworldCommand::Replay { data } => replay(&data),
             AlfworldCommand::Play { game, data, admissible } => play(&game, &data, admissible),
             AlfworldCommand::Games { data, split } => games(&data, split.as_deref()),
+            AlfworldCommand::Bench { data, transcripts, live_games, reference_python, reference_games, no_reference } => {
+                bench(&data, transcripts, live_games, reference_python, reference_games, no_reference)
+            }
         },
     }
 }

@@ -119,12 +119,12 @@ impl Session {
         Renderer { world: &self.game.world, grammar: &self.game.grammar, facts: &self.display, names: &self.game.names }
     }
 
-    fn op_context(&self, op: &Operator) -> Ctx {
-        let action = &self.game.world.actions[op.action];
+    fn op_context<'g>(game: &'g Game, op: &Operator) -> Ctx<'g> {
+        let action = &game.world.actions[op.action];
         let mut ctx = Ctx::default();
         for ((name, ty), &o) in action.parameters.iter().zip(&op.args) {
-            ctx.mapping.push((name.clone(), self.game.world.types[*ty].clone(), o));
-            ctx.variables.push((name.clone(), o));
+            ctx.mapping.push((name.as_str(), game.world.types[*ty].as_str(), o));
+            ctx.variables.push((name.as_str(), o));
         }
         ctx
     }
@@ -137,7 +137,7 @@ impl Session {
             let action = &self.game.world.actions[op.action];
             let text = &self.game.grammar.actions[&action.name];
             let mut command = String::new();
-            self.renderer().derive(&text.template, &self.op_context(op), &mut command)?;
+            self.renderer().derive(&text.template, &Self::op_context(&self.game, op), &mut command)?;
             commands.push(command);
         }
         let mut admissible = commands.clone();
@@ -167,7 +167,7 @@ impl Session {
         let action = &self.game.world.actions[op.action];
         let text = &self.game.grammar.actions[&action.name];
         let mut feedback = String::new();
-        self.renderer().derive(&text.feedback, &self.op_context(&op), &mut feedback)?;
+        self.renderer().derive(&text.feedback, &Self::op_context(&self.game, &op), &mut feedback)?;
         self.observe(feedback)
     }
 

@@ -4,7 +4,7 @@
 //! a no-op given its precondition does not exist (so `go to` a receptacle at the
 //! agent's own location is never admissible).
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 
 use crate::error::PddlError;
 use crate::facts::{args_of, Args, FactStore, MAX_ARITY, NO_ARG};
@@ -17,7 +17,8 @@ type Slot = usize;
 
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum CTerm {
-    Slot(Slot),
+    /// A variable slot and its declared type.
+    Slot(Slot, TypeId),
     Obj(ObjId),
 }
 
@@ -67,6 +68,8 @@ pub struct Action {
     required: Vec<(CAtom, bool)>,
     effect: CEffect,
     slot_count: usize,
+    /// No effect can ever be pruned away, so every applicable binding is an operator.
+    always_effective: bool,
 }
 
 /// A ground effect on one atom; `conditional` effects are reported to the text
@@ -93,6 +96,10 @@ pub struct World {
     pub types: Vec<String>,
     type_parent: Vec<Option<TypeId>>,
     type_members: Vec<Vec<ObjId>>,
+    /// `subtype[t * types + a]`: t is a (reflexive) subtype of a.
+    subtype: Vec<bool>,
+    type_index: HashMap<String, TypeId>,
+    pred_index: HashMap<String, PredId>,
     pub predicates: Vec<String>,
     pub actions: Vec<Action>,
     pub init: Vec<(PredId, Args)>,
@@ -108,7 +115,7 @@ struct Compiler<'a> {
     predicates: &'a mut Vec<String>,
     pred_ids: &'a mut HashMap<String, PredId>,
     object_ids: &'a HashMap<String, ObjId>,
-    scope: Vec<(String, Slot)>,
+    scope: Vec<(String, Slot, TypeId)>,
     slot_count: usize,
 }
 
@@ -136,8 +143,9 @@ impl Compiler<'_> {
             .map(|v| {
                 let slot = self.slot_count;
                 self.slot_count += 1;
-                self.scope.push((v.name.clone(), slot));
-                (slot, self.type_id(&v.type_name))
+                let ty = self.type_id(&v.type_name);
+                self.scope.push((v.name.clone(), slot, ty));
+                (slot, ty)
             })
             .collect()
     }
@@ -152,8 +160,8 @@ impl Compiler<'_> {
                 .scope
                 .iter()
                 .rev()
-                .find(|(n, _)| n == v)
-                .map(|&(_, s)| CTerm::Slot(s))
+                .find(|(n, _, _)| n == v)
+                .map(|&(_, s, t)| CTerm::Slot(s, t))
                 .ok_or_else(|| PddlError::structure(format!("unknown variable '?{v}'"))),
             Term::Const(c) => self
                 .object_ids
@@ -265,6 +273,28 @@ fn required_literals(f: &CFormula, out: &mut Vec<(CAtom, bool)>) {
     }
 }
 
+fn effect_atoms<'a>(e: &'a CEffect, conditional: bool, out: &mut Vec<(&'a CAtom, bool, bool)>) {
+    match e {
+        CEffect::Add(a) => out.push((a, true, conditional)),
+        CEffect::Delete(a) => out.push((a, false, conditional)),
+        CEffect::And(es) => es.iter().for_each(|e| effect_atoms(e, conditional, out)),
+        CEffect::Forall(_, body) => effect_atoms(body, conditional, out),
+        CEffect::When(_, body) => effect_atoms(body, true, out),
+    }
+}
+
+/// True when some unconditional effect's predicate occurs in no required
+/// literal and no other effect: that effect is never pruned.
+fn always_effective(effect: &CEffect, required: &[(CAtom, bool)]) -> bool {
+    let mut atoms = Vec::new();
+    effect_atoms(effect, false, &mut atoms);
+    atoms.iter().enumerate().any(|(i, (a, _, conditional))| {
+        !conditional
+            && !required.iter().any(|(r, _)| r.pred == a.pred)
+            && !atoms.iter().enumerate().any(|(j, (b, _, _))| j != i && b.pred == a.pred)
+    })
+}
+
 impl World {
     pub fn compile(domain: &pddl::Domain, problem: &pddl::Problem) -> Result<World, PddlError> {
         let mut types = vec!["object".to_string()];
@@ -329,6 +359,7 @@ impl World {
             c.unbind(params.len());
             let mut required = Vec::new();
             required_literals(&precondition, &mut required);
+            let always_effective = always_effective(&effect, &required);
             actions.push(Action {
                 name: a.name.clone(),
                 parameters: a.parameters.iter().zip(&params).map(|(p, &(_, t))| (p.name.clone(), t)).collect(),
@@ -337,6 +368,7 @@ impl World {
                 required,
                 effect,
                 slot_count: c.slot_count,
+                always_effective,
             });
         }
         c.slot_count = 0;
@@ -352,19 +384,31 @@ impl World {
             types,
             type_parent,
             type_members: Vec::new(),
+            subtype: Vec::new(),
+            type_index: HashMap::new(),
+            pred_index: HashMap::new(),
             predicates,
             actions,
             init,
             goal,
             goal_slots,
         };
-        world.type_members = (0..world.types.len())
+        let n = world.types.len();
+        world.subtype = (0..n * n).map(|i| world.walk_is_subtype(i / n, i % n)).collect();
+        world.type_members = (0..n)
             .map(|t| (0..world.objects.len() as ObjId).filter(|&o| world.is_subtype(world.object_types[o as usize], t)).collect())
             .collect();
+        world.type_index = world.types.iter().enumerate().map(|(i, t)| (t.clone(), i)).collect();
+        world.pred_index = world.predicates.iter().enumerate().map(|(i, p)| (p.clone(), i)).collect();
         Ok(world)
     }
 
-    pub fn is_subtype(&self, mut t: TypeId, ancestor: TypeId) -> bool {
+    #[inline]
+    pub fn is_subtype(&self, t: TypeId, ancestor: TypeId) -> bool {
+        self.subtype[t * self.types.len() + ancestor]
+    }
+
+    fn walk_is_subtype(&self, mut t: TypeId, ancestor: TypeId) -> bool {
         for _ in 0..=self.types.len() {
             if t == ancestor {
                 return true;
@@ -378,11 +422,11 @@ impl World {
     }
 
     pub fn type_id(&self, name: &str) -> Option<TypeId> {
-        self.types.iter().position(|t| t == name)
+        self.type_index.get(name).copied()
     }
 
     pub fn pred_id(&self, name: &str) -> Option<PredId> {
-        self.predicates.iter().position(|p| p == name)
+        self.pred_index.get(name).copied()
     }
 
     pub fn initial_state(&self) -> FactStore {
@@ -401,7 +445,7 @@ impl World {
     fn value(term: CTerm, binding: &[u32]) -> u32 {
         match term {
             CTerm::Obj(o) => o,
-            CTerm::Slot(s) => binding[s],
+            CTerm::Slot(s, _) => binding[s],
         }
     }
 
@@ -456,9 +500,8 @@ impl World {
     /// atoms against `state`, then enumerating type domains for what is left.
     /// `on` returns true to stop. Leaves newly bound slots set to the last tried values.
     fn search(&self, state: &FactStore, variant: &Variant, slots: &[(Slot, TypeId)], binding: &mut Vec<u32>, on: &mut dyn FnMut(&World, &mut Vec<u32>) -> bool) -> bool {
-        let slot_types: HashMap<Slot, TypeId> = slots.iter().chain(&variant.slots).copied().collect();
         let mut pending: Vec<&CAtom> = variant.generators.iter().collect();
-        self.join(state, &mut pending, &slot_types, binding, &mut |w, b| {
+        self.join(state, &mut pending, binding, &mut |w, b| {
             let free: Vec<(Slot, TypeId)> = slots.iter().copied().filter(|&(s, _)| b[s] == NO_ARG).collect();
             let stop = w.enumerate_free(&free, 0, b, on);
             for &(s, _) in &free {
@@ -468,32 +511,33 @@ impl World {
         })
     }
 
-    fn join(&self, state: &FactStore, pending: &mut Vec<&CAtom>, slot_types: &HashMap<Slot, TypeId>, binding: &mut Vec<u32>, on: &mut dyn FnMut(&World, &mut Vec<u32>) -> bool) -> bool {
+    fn join(&self, state: &FactStore, pending: &mut Vec<&CAtom>, binding: &mut Vec<u32>, on: &mut dyn FnMut(&World, &mut Vec<u32>) -> bool) -> bool {
         if pending.is_empty() {
             return on(self, binding);
         }
         // Most bound arguments first, then fewest facts.
-        let bound = |a: &CAtom, b: &[u32]| a.terms.iter().filter(|t| matches!(t, CTerm::Obj(_)) || matches!(t, CTerm::Slot(s) if b[*s] != NO_ARG)).count();
+        let bound = |a: &CAtom, b: &[u32]| a.terms.iter().filter(|t| matches!(t, CTerm::Obj(_)) || matches!(t, CTerm::Slot(s, _) if b[*s] != NO_ARG)).count();
         let best = (0..pending.len())
             .max_by_key(|&i| (bound(pending[i], binding), usize::MAX - state.count(pending[i].pred)))
             .unwrap_or(0);
         let atom = pending.swap_remove(best);
         let first = atom.terms.first().map(|&t| Self::value_opt(t, binding)).unwrap_or(None);
-        let candidates: Vec<Args> = state.iter(atom.pred, first).copied().collect();
         let mut stop = false;
-        for fact in candidates {
-            let mut newly: Vec<Slot> = Vec::new();
+        for fact in state.iter(atom.pred, first) {
+            let mut newly = [0usize; MAX_ARITY];
+            let mut n_new = 0;
             let mut ok = true;
             for (i, t) in atom.terms.iter().enumerate() {
                 let v = fact[i];
                 match *t {
                     CTerm::Obj(o) => ok = o == v,
-                    CTerm::Slot(s) if binding[s] != NO_ARG => ok = binding[s] == v,
-                    CTerm::Slot(s) => {
-                        ok = v != NO_ARG && slot_types.get(&s).is_none_or(|&ty| self.is_subtype(self.object_types[v as usize], ty));
+                    CTerm::Slot(s, _) if binding[s] != NO_ARG => ok = binding[s] == v,
+                    CTerm::Slot(s, ty) => {
+                        ok = v != NO_ARG && self.is_subtype(self.object_types[v as usize], ty);
                         if ok {
                             binding[s] = v;
-                            newly.push(s);
+                            newly[n_new] = s;
+                            n_new += 1;
                         }
                     }
                 }
@@ -502,9 +546,9 @@ impl World {
                 }
             }
             if ok {
-                stop = self.join(state, pending, slot_types, binding, on);
+                stop = self.join(state, pending, binding, on);
             }
-            for s in newly {
+            for &s in &newly[..n_new] {
                 binding[s] = NO_ARG;
             }
             if stop {
@@ -520,8 +564,8 @@ impl World {
     fn value_opt(t: CTerm, binding: &[u32]) -> Option<u32> {
         match t {
             CTerm::Obj(o) => Some(o),
-            CTerm::Slot(s) if binding[s] != NO_ARG => Some(binding[s]),
-            CTerm::Slot(_) => None,
+            CTerm::Slot(s, _) if binding[s] != NO_ARG => Some(binding[s]),
+            CTerm::Slot(..) => None,
         }
     }
 
@@ -543,23 +587,29 @@ impl World {
     /// Every applicable operator in `state`, each once, in a stable order.
     pub fn applicable(&self, state: &FactStore) -> Vec<Operator> {
         let mut out = Vec::new();
+        let mut check = Vec::new();
         for (ai, action) in self.actions.iter().enumerate() {
+            let n = action.parameters.len();
             let params: Vec<(Slot, TypeId)> = action.parameters.iter().enumerate().map(|(i, &(_, t))| (i, t)).collect();
-            let mut seen: HashSet<Vec<u32>> = HashSet::new();
             let mut binding = vec![NO_ARG; action.slot_count.max(1)];
+            let first_new = out.len();
             for variant in &action.variants {
                 self.search(state, variant, &params, &mut binding, &mut |w, b| {
-                    let args: Vec<u32> = b[..params.len()].to_vec();
-                    if !seen.contains(&args) {
-                        let mut check = vec![NO_ARG; b.len()];
-                        check[..params.len()].copy_from_slice(&args);
-                        if w.holds(&action.precondition, state, &mut check) && w.has_effect(action, &check) {
-                            seen.insert(args.clone());
-                            out.push(Operator { action: ai, args });
-                        }
+                    check.clear();
+                    check.extend_from_slice(&b[..n]);
+                    check.resize(b.len(), NO_ARG);
+                    if w.holds(&action.precondition, state, &mut check) && (action.always_effective || w.has_effect(action, &check)) {
+                        out.push(Operator { action: ai, args: b[..n].to_vec() });
                     }
                     false
                 });
+            }
+            // A binding reached through several variants or existential witnesses counts once.
+            if action.variants.len() > 1 || action.slot_count > n {
+                let mut found = out.split_off(first_new);
+                found.sort_by(|a, b| a.args.cmp(&b.args));
+                found.dedup();
+                out.extend(found);
             }
         }
         out

@@ -4,26 +4,26 @@
 //! and lists read `a, b, and c` through `list_separator`/`list_last_separator`.
 
 use crate::error::GameError;
-use crate::facts::{FactStore, Args, NO_ARG};
+use crate::facts::{FactStore, MAX_ARITY, NO_ARG};
 use crate::grammar::{CondBody, Expr, Grammar, Query, QueryLiteral, Symbol};
 use crate::logic::{ObjId, World};
 
 /// What a rendering can see: the bound placeholders and named variables.
 #[derive(Debug, Clone, Default)]
-pub struct Ctx {
+pub struct Ctx<'a> {
     /// (placeholder name, placeholder type, object).
-    pub mapping: Vec<(String, String, ObjId)>,
+    pub mapping: Vec<(&'a str, &'a str, ObjId)>,
     /// Variable name → object; later entries shadow earlier ones.
-    pub variables: Vec<(String, ObjId)>,
+    pub variables: Vec<(&'a str, ObjId)>,
 }
 
-impl Ctx {
+impl Ctx<'_> {
     fn variable(&self, name: &str) -> Option<ObjId> {
-        self.variables.iter().rev().find(|(n, _)| n == name).map(|&(_, o)| o)
+        self.variables.iter().rev().find(|(n, _)| *n == name).map(|&(_, o)| o)
     }
 
     fn bound(&self, name: &str, ty: &str) -> Option<ObjId> {
-        self.mapping.iter().find(|(n, t, _)| n == name && t == ty).map(|&(_, _, o)| o)
+        self.mapping.iter().find(|(n, t, _)| *n == name && *t == ty).map(|&(_, _, o)| o)
     }
 }
 
@@ -47,8 +47,8 @@ enum Value {
     Entity(ObjId),
 }
 
-impl Renderer<'_> {
-    pub fn derive(&self, symbols: &[Symbol], ctx: &Ctx, out: &mut String) -> Result<(), GameError> {
+impl<'g> Renderer<'g> {
+    pub fn derive(&self, symbols: &'g [Symbol], ctx: &Ctx<'g>, out: &mut String) -> Result<(), GameError> {
         for symbol in symbols {
             match symbol {
                 Symbol::Text(t) => out.push_str(t),
@@ -77,7 +77,7 @@ impl Renderer<'_> {
         Ok(())
     }
 
-    pub fn expand(&self, name: &str, ctx: &Ctx, out: &mut String) -> Result<(), GameError> {
+    pub fn expand(&self, name: &str, ctx: &Ctx<'g>, out: &mut String) -> Result<(), GameError> {
         let rules = self
             .grammar
             .rules
@@ -103,7 +103,7 @@ impl Renderer<'_> {
         Err(GameError::Render(format!("no rule of '#{name}#' applies here")))
     }
 
-    fn derive_body(&self, body: &CondBody, ctx: &Ctx, out: &mut String) -> Result<(), GameError> {
+    fn derive_body(&self, body: &'g CondBody, ctx: &Ctx<'g>, out: &mut String) -> Result<(), GameError> {
         match body {
             CondBody::Nonterminal(name) => self.expand(name, ctx, out),
             CondBody::Eval(expr) => {
@@ -116,7 +116,7 @@ impl Renderer<'_> {
         }
     }
 
-    fn eval(&self, expr: &Expr, ctx: &Ctx) -> Result<Value, GameError> {
+    fn eval(&self, expr: &Expr, ctx: &Ctx<'g>) -> Result<Value, GameError> {
         let var = |v: &str| ctx.variable(v).ok_or_else(|| GameError::Render(format!("name '{v}' is not defined in a template")));
         Ok(match expr {
             Expr::Str(s) => Value::Str(s.clone()),
@@ -158,18 +158,15 @@ impl Renderer<'_> {
         })
     }
 
-    fn contexts(&self, given: Option<&Query>, ctx: &Ctx) -> Result<Vec<Ctx>, GameError> {
+    fn contexts(&self, given: Option<&'g Query>, ctx: &Ctx<'g>) -> Result<Vec<Ctx<'g>>, GameError> {
         let Some(query) = given else { return Ok(vec![ctx.clone()]) };
         let mut out = Vec::new();
-        self.assignments(query, ctx, &mut |new: &[(String, String, ObjId)]| {
+        self.assignments(query, ctx, &mut |new: &[(&'g str, &'g str, ObjId)]| {
             let mut c = ctx.clone();
-            for (n, t, o) in new {
-                c.mapping.push((n.clone(), t.clone(), *o));
-            }
+            c.mapping.extend_from_slice(new);
             // The reference refreshes a variable for every placeholder of the match.
-            for (n, _, o) in c.mapping.clone() {
-                c.variables.push((n, o));
-            }
+            let refreshed: Vec<(&'g str, ObjId)> = c.mapping.iter().map(|&(n, _, o)| (n, o)).collect();
+            c.variables.extend(refreshed);
             out.push(c);
             false
         });
@@ -178,31 +175,38 @@ impl Renderer<'_> {
 
     /// Calls `on` with the newly bound placeholders of each match, in the
     /// reference's order; `on` returns true to stop.
-    fn assignments(&self, query: &Query, ctx: &Ctx, on: &mut dyn FnMut(&[(String, String, ObjId)]) -> bool) {
+    fn assignments(&self, query: &'g Query, ctx: &Ctx<'g>, on: &mut dyn FnMut(&[(&'g str, &'g str, ObjId)]) -> bool) {
         let mut used: Vec<ObjId> = ctx.mapping.iter().map(|m| m.2).collect();
-        let mut new: Vec<(String, String, ObjId)> = Vec::new();
+        let mut new: Vec<(&'g str, &'g str, ObjId)> = Vec::new();
         self.match_from(query, 0, ctx, &mut used, &mut new, on);
     }
 
     fn match_from(
         &self,
-        query: &[QueryLiteral],
+        query: &'g [QueryLiteral],
         depth: usize,
-        ctx: &Ctx,
+        ctx: &Ctx<'g>,
         used: &mut Vec<ObjId>,
-        new: &mut Vec<(String, String, ObjId)>,
-        on: &mut dyn FnMut(&[(String, String, ObjId)]) -> bool,
+        new: &mut Vec<(&'g str, &'g str, ObjId)>,
+        on: &mut dyn FnMut(&[(&'g str, &'g str, ObjId)]) -> bool,
     ) -> bool {
         let Some(lit) = query.get(depth) else { return on(new) };
         let Some(pred) = display_pred(self.world, &lit.predicate) else { return false };
-        let types: Option<Vec<usize>> = lit.placeholders.iter().map(|(_, t)| self.world.type_id(t)).collect();
-        let Some(types) = types else { return false };
-        let lookup = |new: &[(String, String, ObjId)], name: &str, ty: &str| -> Option<ObjId> {
-            ctx.bound(name, ty).or_else(|| new.iter().find(|(n, t, _)| n == name && t == ty).map(|m| m.2))
+        if lit.placeholders.len() > MAX_ARITY {
+            return false;
+        }
+        let mut types = [0usize; MAX_ARITY];
+        for (i, (_, t)) in lit.placeholders.iter().enumerate() {
+            match self.world.type_id(t) {
+                Some(id) => types[i] = id,
+                None => return false,
+            }
+        }
+        let lookup = |new: &[(&str, &str, ObjId)], name: &str, ty: &str| -> Option<ObjId> {
+            ctx.bound(name, ty).or_else(|| new.iter().find(|(n, t, _)| *n == name && *t == ty).map(|m| m.2))
         };
         let first = lit.placeholders.first().and_then(|(n, t)| lookup(new, n, t));
-        let facts: Vec<Args> = self.facts.iter(pred, first).copied().collect();
-        for fact in facts {
+        for fact in self.facts.iter(pred, first) {
             let before = new.len();
             let mut ok = true;
             for (i, (name, ty)) in lit.placeholders.iter().enumerate() {
@@ -216,7 +220,7 @@ impl Renderer<'_> {
                     Some(_) => {}
                     None if used.contains(&v) => ok = false,
                     None => {
-                        new.push((name.clone(), ty.clone(), v));
+                        new.push((name.as_str(), ty.as_str(), v));
                         used.push(v);
                     }
                 }
