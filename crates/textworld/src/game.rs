@@ -116,7 +116,7 @@ impl Session {
     }
 
     fn renderer(&self) -> Renderer<'_> {
-        Renderer { world: &self.game.world, grammar: &self.game.grammar, facts: &self.display, names: &self.game.names }
+        Renderer { world: &self.game.world, grammar: &self.game.grammar, facts: &self.display, names: &self.game.names, depth: Default::default() }
     }
 
     fn op_context<'g>(game: &'g Game, op: &Operator) -> Ctx<'g> {

@@ -40,7 +40,12 @@ pub struct Renderer<'a> {
     pub grammar: &'a Grammar,
     pub facts: &'a FactStore,
     pub names: &'a [String],
+    /// Current symbol-expansion depth, to stop a self-recursive grammar.
+    pub depth: std::cell::Cell<usize>,
 }
+
+/// Nested symbol expansions allowed (ALFRED's grammar nests about five deep).
+pub const MAX_EXPANSION_DEPTH: usize = 64;
 
 enum Value {
     Str(String),
@@ -78,6 +83,16 @@ impl<'g> Renderer<'g> {
     }
 
     pub fn expand(&self, name: &str, ctx: &Ctx<'g>, out: &mut String) -> Result<(), GameError> {
+        if self.depth.get() >= MAX_EXPANSION_DEPTH {
+            return Err(GameError::Render(format!("the grammar expands '#{name}#' more than {MAX_EXPANSION_DEPTH} levels deep (a rule that refers to itself?)")));
+        }
+        self.depth.set(self.depth.get() + 1);
+        let result = self.expand_rules(name, ctx, out);
+        self.depth.set(self.depth.get() - 1);
+        result
+    }
+
+    fn expand_rules(&self, name: &str, ctx: &Ctx<'g>, out: &mut String) -> Result<(), GameError> {
         let rules = self
             .grammar
             .rules

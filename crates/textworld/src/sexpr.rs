@@ -29,6 +29,9 @@ impl Sexpr {
     }
 }
 
+/// Deeper nesting than this is rejected (PDDL files nest a few dozen levels).
+pub const MAX_DEPTH: usize = 256;
+
 /// Parses exactly one top-level expression (trailing whitespace and comments allowed).
 pub fn parse(text: &str) -> Result<Sexpr, PddlError> {
     let mut stack: Vec<Vec<Sexpr>> = Vec::new();
@@ -56,6 +59,9 @@ pub fn parse(text: &str) -> Result<Sexpr, PddlError> {
                 chars.next();
                 if result.is_some() {
                     return Err(PddlError::syntax(line, "text after the closing parenthesis"));
+                }
+                if stack.len() >= MAX_DEPTH {
+                    return Err(PddlError::syntax(line, format!("parentheses nest deeper than {MAX_DEPTH} levels")));
                 }
                 stack.push(Vec::new());
             }

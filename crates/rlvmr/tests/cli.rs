@@ -1,0 +1,73 @@
+//! The command line end to end.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+
+const GAME: &str = "json_2.1.1/valid_seen/pick_and_place_simple-Book-None-Sofa-229/trial_T20190907_042856_259139/game.tw-pddl";
+
+fn zip() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/alfworld/json_2.1.1.zip")
+}
+
+fn rlvmr(args: &[&str], stdin: &[u8]) -> (i32, String, String) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_rlvmr"))
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(stdin).unwrap();
+    let out = child.wait_with_output().unwrap();
+    (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stdout).into(), String::from_utf8_lossy(&out.stderr).into())
+}
+
+#[test]
+fn replay_writes_one_line_per_game() {
+    let input = format!("{{\"game\": \"{GAME}\", \"commands\": [\"go to sidetable 3\", \"take book 1 from sidetable 3\", \"go to sofa 1\", \"move book 1 to sofa 1\"]}}\n");
+    let (code, out, err) = rlvmr(&["alfworld", "replay", "--data", zip().to_str().unwrap()], input.as_bytes());
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+    let steps = v["steps"].as_array().unwrap();
+    assert_eq!(steps.len(), 5);
+    assert!(steps[0]["command"].is_null());
+    assert_eq!(steps[4]["observation"], "You move the book 1 to the sofa 1.");
+    assert_eq!((steps[4]["won"].as_bool(), steps[4]["done"].as_bool()), (Some(true), Some(true)));
+    assert!(steps[0]["admissible_commands"].as_array().unwrap().iter().any(|c| c == "help"));
+}
+
+#[test]
+fn replay_exit_status_says_some_failed() {
+    let input = format!("garbage\n{{\"game\": \"{GAME}\"}}\n");
+    let (code, out, err) = rlvmr(&["alfworld", "replay", "--data", zip().to_str().unwrap()], input.as_bytes());
+    assert_eq!(code, 1);
+    assert_eq!(out.lines().count(), 2);
+    assert!(err.contains("line 1: malformed request JSON"), "{err}");
+}
+
+#[test]
+fn missing_data_is_a_clear_error() {
+    let (code, _, err) = rlvmr(&["alfworld", "replay", "--data", "/nonexistent/data"], b"");
+    assert_eq!(code, 2);
+    assert!(err.contains("/nonexistent/data") && err.contains("ALFWORLD_DATA"), "{err}");
+}
+
+#[test]
+fn play_at_a_terminal() {
+    let (code, out, err) = rlvmr(&["alfworld", "play", GAME, "--data", zip().to_str().unwrap()], b"go to sidetable 3\nLOOK\nquit\n");
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("Your task is to: put a book in sofa."));
+    assert!(out.contains("You arrive at sidetable 3."));
+    assert!(out.contains("Nothing happens."));
+}
+
+#[test]
+fn games_lists_a_split() {
+    let (code, out, _) = rlvmr(&["alfworld", "games", "--split", "valid_unseen", "--data", zip().to_str().unwrap()], b"");
+    assert_eq!(code, 0);
+    assert_eq!(out.lines().count(), 134);
+    let (code, _, err) = rlvmr(&["alfworld", "games", "--split", "nope", "--data", zip().to_str().unwrap()], b"");
+    assert_eq!(code, 2);
+    assert!(err.contains("unknown split 'nope'"));
+}
