@@ -47,8 +47,8 @@ pub struct Renderer<'a> {
 /// Nested symbol expansions allowed (ALFRED's grammar nests about five deep).
 pub const MAX_EXPANSION_DEPTH: usize = 64;
 
-enum Value {
-    Str(String),
+enum Value<'g> {
+    Str(std::borrow::Cow<'g, str>),
     Entity(ObjId),
 }
 
@@ -131,18 +131,19 @@ impl<'g> Renderer<'g> {
         }
     }
 
-    fn eval(&self, expr: &Expr, ctx: &Ctx<'g>) -> Result<Value, GameError> {
+    fn eval(&self, expr: &'g Expr, ctx: &Ctx<'g>) -> Result<Value<'g>, GameError> {
+        use std::borrow::Cow;
         let var = |v: &str| ctx.variable(v).ok_or_else(|| GameError::Render(format!("name '{v}' is not defined in a template")));
         Ok(match expr {
-            Expr::Str(s) => Value::Str(s.clone()),
+            Expr::Str(s) => Value::Str(Cow::Borrowed(s)),
             Expr::Var(v) => Value::Entity(var(v)?),
             Expr::Attr(v, attr) => {
                 let o = var(v)?;
                 Value::Str(match attr.as_str() {
-                    "name" => self.names[o as usize].clone(),
-                    "id" => self.world.objects[o as usize].clone(),
-                    "indefinite" => "a".to_string(),
-                    "definite" => "the".to_string(),
+                    "name" => Cow::Borrowed(self.names[o as usize].as_str()),
+                    "id" => Cow::Borrowed(self.world.objects[o as usize].as_str()),
+                    "indefinite" => Cow::Borrowed("a"),
+                    "definite" => Cow::Borrowed("the"),
                     other => return Err(GameError::Render(format!("unknown attribute '{v}.{other}'"))),
                 })
             }
@@ -154,10 +155,10 @@ impl<'g> Renderer<'g> {
                         Value::Entity(_) => return Err(GameError::Render("cannot add an entity to text".into())),
                     }
                 }
-                Value::Str(s)
+                Value::Str(Cow::Owned(s))
             }
             Expr::Or(parts) => {
-                let mut last = Value::Str(String::new());
+                let mut last = Value::Str(Cow::Borrowed(""));
                 for p in parts {
                     last = self.eval(p, ctx)?;
                     let truthy = match &last {
