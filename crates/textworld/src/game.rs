@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use crate::error::GameError;
-use crate::facts::{Args, FactStore};
+use crate::facts::FactStore;
 use crate::grammar::{parse_symbols, py_space, Grammar};
 use crate::logic::{ObjId, Operator, World};
 use crate::pddl;
@@ -181,17 +181,5 @@ impl Session {
 
     pub fn moves(&self) -> usize {
         self.moves
-    }
-
-    /// Whether a fact holds in the game state (by predicate name and object ids).
-    pub fn fact_holds(&self, predicate: &str, args: &[&str]) -> bool {
-        let world = &self.game.world;
-        let Some(p) = world.pred_id(predicate) else { return false };
-        let ids: Option<Vec<ObjId>> = args.iter().map(|a| world.objects.iter().position(|o| o == a).map(|i| i as ObjId)).collect();
-        ids.is_some_and(|ids| self.state.contains(p, &crate::facts::args_of(&ids)))
-    }
-
-    pub fn state_facts(&self) -> impl Iterator<Item = (usize, &Args)> + '_ {
-        (0..self.game.world.predicates.len()).flat_map(move |p| self.state.iter(p, None).map(move |a| (p, a)))
     }
 }
