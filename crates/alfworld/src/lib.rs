@@ -4,6 +4,7 @@
 pub mod bench;
 pub mod data;
 pub mod env;
+pub mod expert;
 pub mod names;
 pub mod replay;
 pub mod sampling;
@@ -11,5 +12,6 @@ pub mod task;
 
 pub use data::{default_data_dir, AlfworldData, DataError, GameEntry};
 pub use env::{load_game, AlfworldEnv, DEFAULT_MAX_STEPS};
+pub use expert::{evaluate, run_episode, EpisodeOutcome, Expert, ExpertError, ExpertReport, Task};
 pub use sampling::{select, TaskSampler};
 pub use task::{Level, Split, TaskSpec, TaskType};

@@ -51,6 +51,17 @@ enum AlfworldCommand {
         #[arg(long)]
         admissible: bool,
     },
+    /// Run the hand-coded expert on every game of a split; print success per task type.
+    Expert {
+        #[command(flatten)]
+        data: DataArg,
+        /// train, valid_seen, valid_unseen or valid_train.
+        #[arg(long, default_value = "valid_unseen")]
+        split: String,
+        /// Steps allowed per game.
+        #[arg(long, default_value_t = alfworld::DEFAULT_MAX_STEPS)]
+        max_steps: usize,
+    },
     /// Benchmark the engine on recorded transcripts against the reference engine.
     Bench {
         #[command(flatten)]
@@ -175,6 +186,15 @@ fn games(data: &DataArg, split: Option<&str>) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+fn expert(data: &DataArg, split: &str, max_steps: usize) -> Result<ExitCode> {
+    let data = resolve_data(data)?;
+    let split = parse_split(split)?;
+    eprintln!("expert on {split} ({} games, at most {max_steps} steps each) from {}", data.split(split).len(), data.location().display());
+    let report = alfworld::evaluate(&data, split, max_steps)?;
+    println!("{}", report.table());
+    Ok(ExitCode::SUCCESS)
+}
+
 fn reference_venv_python() -> PathBuf {
     let cache = std::env::var_os("RLVMR_CACHE").map(PathBuf::from).unwrap_or_else(|| {
         let home = std::env::var_os("HOME").map(PathBuf::from).unwrap_or_else(|| PathBuf::from("."));
@@ -211,6 +231,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             AlfworldCommand::Replay { data } => replay(&data),
             AlfworldCommand::Play { game, data, admissible } => play(&game, &data, admissible),
             AlfworldCommand::Games { data, split } => games(&data, split.as_deref()),
+            AlfworldCommand::Expert { data, split, max_steps } => expert(&data, &split, max_steps),
             AlfworldCommand::Bench { data, transcripts, live_games, reference_python, reference_games, no_reference } => {
                 bench(&data, transcripts, live_games, reference_python, reference_games, no_reference)
             }

@@ -1,0 +1,123 @@
+//! The hand-coded expert on the shared ALFWorld data: a few games of every task
+//! type, then whole validation splits (≥ 99% wins within 50 steps).
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use alfworld::expert::{evaluate, parse_task, play_game, run_episode, Expert, ExpertReport};
+use alfworld::{load_game, AlfworldData, AlfworldEnv, Split, TaskType};
+use rlvmr_core::Env;
+
+const MAX_STEPS: usize = 50;
+
+fn shared_zip() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/alfworld/json_2.1.1.zip")
+}
+
+fn data() -> AlfworldData {
+    AlfworldData::open(&shared_zip()).expect("the shared ALFWorld zip")
+}
+
+#[test]
+fn wins_a_few_games_of_every_task_type() {
+    let data = data();
+    let games = data.split(Split::ValidSeen);
+    for task_type in TaskType::ALL {
+        let of_type: Vec<_> = games.iter().filter(|g| g.task_type == task_type).take(4).collect();
+        assert!(!of_type.is_empty(), "no {task_type} games in valid_seen");
+        for game in of_type {
+            let outcome = play_game(&data, &game.path, &game.task_dir, MAX_STEPS).expect("the game plays");
+            assert!(outcome.won, "{task_type}: {} not won: {:?}", game.path, outcome.commands);
+            assert!(!outcome.fallback, "{}: the task sentence did not parse", game.path);
+            assert!(outcome.steps <= MAX_STEPS);
+        }
+    }
+}
+
+#[test]
+fn plays_through_the_env_and_is_deterministic() {
+    let data = data();
+    let game = data.split(Split::ValidUnseen).into_iter().find(|g| g.task_type == TaskType::PickTwo).expect("a pick_two game");
+    let text = data.read(&game.path).expect("the game file");
+    let game = Arc::new(load_game(&text).expect("the game loads"));
+    let mut env = AlfworldEnv::new(game.clone());
+    let first = run_episode(&mut env, MAX_STEPS).expect("an episode");
+    let second = run_episode(&mut AlfworldEnv::new(game.clone()), MAX_STEPS).expect("an episode");
+    assert!(first.won);
+    assert_eq!(first, second);
+
+    // Driving the expert by hand gives the same commands, each one admissible.
+    let mut env = AlfworldEnv::new(game);
+    let mut result = env.reset().expect("reset");
+    let mut expert = Expert::new(&result.observation).expect("the intro parses");
+    assert_eq!(expert.task().kind, TaskType::PickTwo);
+    let mut commands = Vec::new();
+    while !result.done && commands.len() < MAX_STEPS {
+        let admissible = result.admissible_actions.clone().unwrap_or_default();
+        let command = expert.act(&result.observation, &admissible);
+        assert!(admissible.contains(&command), "{command:?} is not admissible");
+        result = env.step(&command).expect("a step");
+        commands.push(command);
+    }
+    assert!(result.won);
+    assert_eq!(commands, first.commands);
+}
+
+#[test]
+fn stops_at_the_step_limit() {
+    let data = data();
+    let game = data.split(Split::ValidSeen).into_iter().find(|g| g.task_type == TaskType::PickTwo).expect("a pick_two game");
+    let outcome = play_game(&data, &game.path, &game.task_dir, 2).expect("the game plays");
+    assert!(!outcome.won);
+    assert_eq!(outcome.steps, 2);
+}
+
+#[test]
+fn every_task_sentence_of_the_data_parses() {
+    let data = data();
+    for split in [Split::ValidSeen, Split::ValidUnseen] {
+        for game in data.split(split) {
+            let text = data.read(&game.path).expect("the game file");
+            let game_data = load_game(&text).expect("the game loads");
+            let mut env = AlfworldEnv::new(Arc::new(game_data));
+            let intro = env.reset().expect("reset").observation;
+            let task = parse_task(env.task()).unwrap_or_else(|| panic!("{}: {:?} does not parse", game.path, env.task()));
+            let spec = alfworld::TaskSpec::from_task_dir(&game.task_dir).expect("a task folder name");
+            assert_eq!(task.kind, spec.task_type, "{}", game.path);
+            assert_eq!(task.object, spec.object.to_lowercase(), "{}", game.path);
+            assert_eq!(task.target, spec.parent.to_lowercase(), "{}", game.path);
+            assert!(Expert::new(&intro).is_ok());
+        }
+    }
+}
+
+fn check_split(split: Split) -> ExpertReport {
+    let report = evaluate(&data(), split, MAX_STEPS).expect("the split plays");
+    eprintln!("{split}: fallbacks {}\n{}", report.fallbacks, report.table());
+    assert_eq!(report.fallbacks, 0, "task sentences that did not parse");
+    assert!(report.all.success() >= 0.99, "{split}: {:.1}% won; failures: {:?}", 100.0 * report.all.success(), report.failures);
+    for (task_type, stats) in &report.per_type {
+        assert!(stats.games > 0, "{split}: no {task_type} games");
+        assert!(stats.success() >= 0.95, "{split} {task_type}: {:.1}% won; failures: {:?}", 100.0 * stats.success(), report.failures);
+    }
+    report
+}
+
+#[test]
+fn wins_valid_seen() {
+    let report = check_split(Split::ValidSeen);
+    assert_eq!(report.all.games, 140);
+}
+
+#[test]
+fn wins_valid_unseen() {
+    let report = check_split(Split::ValidUnseen);
+    assert_eq!(report.all.games, 134);
+}
+
+/// The whole train split (3553 games): a few seconds in release.
+#[test]
+fn wins_train() {
+    let report = check_split(Split::Train);
+    assert_eq!(report.all.games, 3553);
+}
