@@ -1,6 +1,8 @@
 //! The pure core of RLVMR: deterministic functions from records to numbers.
-//! This first slice holds the environment contract every environment implements.
+//! No ML and no I/O: environments, models and the trainer build on it.
 
 pub mod env;
+pub mod tag;
 
 pub use env::{Env, EnvError, StepResult};
+pub use tag::Tag;
