@@ -3,6 +3,7 @@
 
 pub mod env;
 pub mod format;
+pub mod metrics;
 pub mod tag;
 
 pub use env::{Env, EnvError, StepResult};
