@@ -1,11 +1,20 @@
 //! The pure core of RLVMR: deterministic functions from records to numbers.
 //! No ML and no I/O: environments, models and the trainer build on it.
 
+pub mod advantage;
 pub mod env;
 pub mod format;
 pub mod metrics;
+pub mod prompt;
+pub mod reward;
 pub mod tag;
 
+pub use advantage::{compute_advantage_terms, compute_advantages, AdvantageConfig, AdvantageTerms};
 pub use env::{Env, EnvError, StepResult};
 pub use format::{parse_output, InvalidReason, OutputStyle, ParsedOutput, Validity};
+pub use prompt::{
+    render as render_prompt, HistoryEntry, HistoryWindow, PromptConfig, PromptEnv, PromptInput,
+    PromptStyle,
+};
+pub use reward::{compute_rewards, EpisodeFacts, EpisodeRewards, RewardConfig, StepFacts, StepReward};
 pub use tag::Tag;
