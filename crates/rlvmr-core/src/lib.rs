@@ -7,6 +7,7 @@ pub mod format;
 pub mod metrics;
 pub mod prompt;
 pub mod reward;
+pub mod score;
 pub mod tag;
 
 pub use advantage::{compute_advantage_terms, compute_advantages, AdvantageConfig, AdvantageTerms};
@@ -17,4 +18,5 @@ pub use prompt::{
     PromptStyle,
 };
 pub use reward::{compute_rewards, EpisodeFacts, EpisodeRewards, RewardConfig, StepFacts, StepReward};
+pub use score::{score, EpisodeIn, EpisodeScore, ScoreConfig, StepIn, StepScore};
 pub use tag::Tag;

@@ -10,6 +10,8 @@ use clap::{Parser, Subcommand};
 
 use alfworld::{AlfworldData, Split};
 
+mod score;
+
 #[derive(Parser)]
 #[command(name = "rlvmr", version, about = "RLVMR: reinforcement learning with verifiable meta-reasoning rewards")]
 struct Cli {
@@ -19,6 +21,16 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Score rollouts: read episodes as JSON lines on stdin, write them back with
+    /// per-step format validity, tag, action, rewards and advantages, and metrics.
+    Score {
+        /// grpo_mr (default), grpo, gigpo or rloo; overrides the config file.
+        #[arg(long)]
+        algo: Option<String>,
+        /// A TOML file with [format], [reward] and [advantage] sections.
+        #[arg(long)]
+        config: Option<PathBuf>,
+    },
     /// ALFWorld: replay, play, expert, benchmark.
     Alfworld {
         #[command(subcommand)]
@@ -227,6 +239,7 @@ fn bench(data: &DataArg, transcripts: Vec<PathBuf>, live_games: usize, reference
 
 fn run(cli: Cli) -> Result<ExitCode> {
     match cli.command {
+        Command::Score { algo, config } => score::run(algo.as_deref(), config.as_deref()),
         Command::Alfworld { command } => match command {
             AlfworldCommand::Replay { data } => replay(&data),
             AlfworldCommand::Play { game, data, admissible } => play(&game, &data, admissible),

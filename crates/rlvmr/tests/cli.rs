@@ -71,3 +71,51 @@ fn games_lists_a_split() {
     assert_eq!(code, 2);
     assert!(err.contains("unknown split 'nope'"));
 }
+
+const EPISODES: &str = r#"{"uid": "t1", "won": true, "steps": [{"observation": "o1", "admissible_actions": ["go to desk 1", "look"], "output": "<planning>find the pen</planning><action>go to desk 1</action>"}, {"observation": "o2", "admissible_actions": ["look"], "output": "<explore>look around</explore>\n<action>\nlook\n</action>"}]}
+{"uid": "t1", "won": false, "steps": [{"observation": "o1", "admissible_actions": ["look"], "output": "no tags at all"}]}
+"#;
+
+#[test]
+fn score_adds_per_step_fields_and_metrics() {
+    let (code, out, err) = rlvmr(&["score"], EPISODES.as_bytes());
+    assert_eq!(code, 0, "{err}");
+    let lines: Vec<serde_json::Value> = out.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(lines.len(), 2);
+    let s = &lines[0]["steps"];
+    assert_eq!((s[0]["tag"].as_str(), s[1]["tag"].as_str()), (Some("planning"), Some("explore")));
+    assert_eq!(s[1]["action"], "look", "multi-line action blocks count (the reference's DOTALL bug is not copied)");
+    assert_eq!((s[0]["mr_reward"].as_f64(), s[1]["mr_reward"].as_f64()), (Some(1.0), Some(1.0)));
+    assert_eq!(s[0]["reward"].as_f64(), Some(10.0));
+    let t = &lines[1]["steps"][0];
+    assert_eq!((t["tag"].as_str(), t["format_valid"].as_bool(), t["reward"].as_f64()), (Some("none"), Some(false), Some(-0.1)));
+    let sum: f64 = lines.iter().flat_map(|l| l["steps"].as_array().unwrap().iter()).map(|s| s["advantage"].as_f64().unwrap()).sum();
+    assert!(sum.is_finite());
+    assert_eq!(lines[0]["metrics"]["success_rate"].as_f64(), Some(1.0));
+}
+
+#[test]
+fn score_reports_bad_lines_and_bad_configs() {
+    let input = format!("{{\"uid\": 1}}\n{EPISODES}");
+    let (code, out, err) = rlvmr(&["score", "--algo", "gigpo"], input.as_bytes());
+    assert_eq!(code, 1);
+    assert_eq!(out.lines().count(), 3);
+    assert!(err.contains("line 1: not an episode"), "{err}");
+
+    let (code, _, err) = rlvmr(&["score", "--algo", "ppo"], b"");
+    assert_eq!(code, 2);
+    assert!(err.contains("unknown --algo 'ppo'"), "{err}");
+
+    let dir = std::env::temp_dir().join(format!("rlvmr-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let cfg = dir.join("bad.toml");
+    std::fs::write(&cfg, "[reward]\nformat_penalty = 0.2\nplaning_reward = 1.0\n").unwrap();
+    let (code, _, err) = rlvmr(&["score", "--config", cfg.to_str().unwrap()], b"");
+    assert_eq!(code, 2);
+    assert!(err.contains("planing_reward") && err.contains("bad.toml"), "{err}");
+    let good = dir.join("good.toml");
+    std::fs::write(&good, "[advantage]\nalgo = \"rloo\"\n[format]\nvalidity = \"lenient\"\n").unwrap();
+    let (code, _, err) = rlvmr(&["score", "--config", good.to_str().unwrap()], EPISODES.as_bytes());
+    assert_eq!(code, 0, "{err}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
