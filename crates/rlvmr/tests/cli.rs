@@ -119,3 +119,15 @@ fn score_reports_bad_lines_and_bad_configs() {
     assert_eq!(code, 0, "{err}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn the_readme_config_example_is_valid() {
+    let readme = std::fs::read_to_string(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../README.md")).unwrap();
+    let start = readme.find("```toml\n").expect("a toml block in the README") + 8;
+    let block = &readme[start..start + readme[start..].find("```").unwrap()];
+    let path = std::env::temp_dir().join(format!("rlvmr-readme-{}.toml", std::process::id()));
+    std::fs::write(&path, block).unwrap();
+    let (code, _, err) = rlvmr(&["score", "--config", path.to_str().unwrap()], EPISODES.as_bytes());
+    std::fs::remove_file(&path).unwrap();
+    assert_eq!(code, 0, "{err}");
+}
