@@ -331,7 +331,7 @@ fn parse_conditional(rest: &str) -> Result<Option<(CondBody, Option<Query>, usiz
     let (body, mut used) = if let Some((tag, used)) = parse_nonterminal(inner) {
         (CondBody::Nonterminal(tag), used)
     } else {
-        let len = inner.find(|c| matches!(c, '|' | '[' | ']' | '{' | '}' | '\n' | '<' | '>')).unwrap_or(inner.len());
+        let len = inner.find(['|', '[', ']', '{', '}', '\n', '<', '>']).unwrap_or(inner.len());
         if len == 0 {
             return Ok(None);
         }
@@ -342,7 +342,7 @@ fn parse_conditional(rest: &str) -> Result<Option<(CondBody, Option<Query>, usiz
     let trimmed = after.trim_start_matches(py_space);
     if let Some(q) = trimmed.strip_prefix('|') {
         let q_trimmed = q.trim_start_matches(py_space);
-        let len = q_trimmed.find(|c| matches!(c, ';' | '|' | '{' | '}' | '\n' | '[' | ']' | '#')).unwrap_or(q_trimmed.len());
+        let len = q_trimmed.find([';', '|', '{', '}', '\n', '[', ']', '#']).unwrap_or(q_trimmed.len());
         if len == 0 {
             return Ok(None);
         }

@@ -27,6 +27,9 @@ impl Ctx<'_> {
     }
 }
 
+/// Placeholders a query match binds: (name, type, object).
+type Bindings<'g> = [(&'g str, &'g str, ObjId)];
+
 /// Display facts are keyed `2 * predicate` (true) and `2 * predicate + 1` (`not_`).
 pub fn display_pred(world: &World, name: &str) -> Option<usize> {
     match name.strip_prefix("not_") {
@@ -177,7 +180,7 @@ impl<'g> Renderer<'g> {
     fn contexts(&self, given: Option<&'g Query>, ctx: &Ctx<'g>) -> Result<Vec<Ctx<'g>>, GameError> {
         let Some(query) = given else { return Ok(vec![ctx.clone()]) };
         let mut out = Vec::new();
-        self.assignments(query, ctx, &mut |new: &[(&'g str, &'g str, ObjId)]| {
+        self.assignments(query, ctx, &mut |new: &Bindings<'g>| {
             let mut c = ctx.clone();
             c.mapping.extend_from_slice(new);
             // The reference refreshes a variable for every placeholder of the match.
@@ -191,7 +194,7 @@ impl<'g> Renderer<'g> {
 
     /// Calls `on` with the newly bound placeholders of each match, in the
     /// reference's order; `on` returns true to stop.
-    fn assignments(&self, query: &'g Query, ctx: &Ctx<'g>, on: &mut dyn FnMut(&[(&'g str, &'g str, ObjId)]) -> bool) {
+    fn assignments(&self, query: &'g Query, ctx: &Ctx<'g>, on: &mut dyn FnMut(&Bindings<'g>) -> bool) {
         let mut used: Vec<ObjId> = ctx.mapping.iter().map(|m| m.2).collect();
         let mut new: Vec<(&'g str, &'g str, ObjId)> = Vec::new();
         self.match_from(query, 0, ctx, &mut used, &mut new, on);
@@ -204,7 +207,7 @@ impl<'g> Renderer<'g> {
         ctx: &Ctx<'g>,
         used: &mut Vec<ObjId>,
         new: &mut Vec<(&'g str, &'g str, ObjId)>,
-        on: &mut dyn FnMut(&[(&'g str, &'g str, ObjId)]) -> bool,
+        on: &mut dyn FnMut(&Bindings<'g>) -> bool,
     ) -> bool {
         let Some(lit) = query.get(depth) else { return on(new) };
         let Some(pred) = display_pred(self.world, &lit.predicate) else { return false };
