@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Record reference transcripts from the ALFWorld text engine (alfworld 0.4.2 on
+# textworld 1.7.0) into crates/alfworld/tests/transcripts/ (by default).
+#
+# Creates a venv at ${RLVMR_CACHE:-~/.cache/rlvmr}/alfworld-ref-venv on first
+# use (python3 -m venv; pip install alfworld==0.4.2 textworld[pddl]==1.7.0),
+# then runs tools/record_alfworld.py with it; all arguments are passed
+# through, e.g.
+#
+#   tools/record_alfworld.sh --data ~/.cache/alfworld          # folder with json_2.1.1/
+#   tools/record_alfworld.sh --zip /path/to/json_2.1.1.zip
+#   tools/record_alfworld.sh --data DIR --limit 2 --out /tmp/smoke   # quick smoke test
+#
+# Time: a game costs about 3-4 s of CPU (two env resets at ~0.5-0.7 s plus
+# ~80 steps at 30-60 ms).  The full default recording (valid_seen 140 +
+# valid_unseen 134 + 360 train games = 634 games, 1268 episodes) takes about
+# 20-25 minutes with --jobs 2 on an otherwise idle machine and up to ~40-45
+# minutes on a busy 2-core box (see the end of record_alfworld.py's stderr log
+# for the exact figure).  Creating the venv adds a few minutes.
+#
+# The output is deterministic: same data + same --seed (+ any --jobs) gives
+# byte-identical .jsonl.gz files.
+set -euo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+cache="${RLVMR_CACHE:-$HOME/.cache/rlvmr}"
+venv="$cache/alfworld-ref-venv"
+
+if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c "import alfworld, textworld.envs.pddl" 2>/dev/null; then
+    echo "record_alfworld.sh: creating reference venv in $venv" >&2
+    mkdir -p "$cache"
+    python3 -m venv "$venv"
+    "$venv/bin/python" -m pip install --quiet --upgrade pip
+    "$venv/bin/python" -m pip install --quiet "alfworld==0.4.2" "textworld[pddl]==1.7.0"
+fi
+
+exec "$venv/bin/python" "$here/record_alfworld.py" "$@"
