@@ -501,8 +501,13 @@ impl World {
     /// `on` returns true to stop. Leaves newly bound slots set to the last tried values.
     fn search(&self, state: &FactStore, variant: &Variant, slots: &[(Slot, TypeId)], binding: &mut Vec<u32>, on: &mut dyn FnMut(&World, &mut Vec<u32>) -> bool) -> bool {
         let mut pending: Vec<&CAtom> = variant.generators.iter().collect();
+        let mut free: Vec<(Slot, TypeId)> = Vec::with_capacity(slots.len());
         self.join(state, &mut pending, binding, &mut |w, b| {
-            let free: Vec<(Slot, TypeId)> = slots.iter().copied().filter(|&(s, _)| b[s] == NO_ARG).collect();
+            free.clear();
+            free.extend(slots.iter().copied().filter(|&(s, _)| b[s] == NO_ARG));
+            if free.is_empty() {
+                return on(w, b);
+            }
             let stop = w.enumerate_free(&free, 0, b, on);
             for &(s, _) in &free {
                 b[s] = NO_ARG;
