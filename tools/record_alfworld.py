@@ -458,6 +458,14 @@ def _init_worker(data_dir, seed):
     _SEED = seed
 
 
+def dump_line(obj):
+    """json.dumps without ASCII escaping, except for the characters that some
+    line splitters (Python's str.splitlines, JavaScript) treat as line breaks:
+    U+0085, U+2028, U+2029 (JSON escapes all other control characters)."""
+    text = json.dumps(obj, ensure_ascii=False)
+    return text.replace("\x85", "\\u0085").replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
+
+
 def _step_record(command, state, done):
     return {
         "command": command,
@@ -485,8 +493,7 @@ def record_game(rel_game):
         state, _score, done = env.step(cmd)
         steps.append(_step_record(cmd, state, done))
     wt_won = steps[-1]["won"]
-    lines.append(json.dumps({"game": rel_game, "kind": "walkthrough", "steps": steps},
-                            ensure_ascii=False))
+    lines.append(dump_line({"game": rel_game, "kind": "walkthrough", "steps": steps}))
 
     # Random episode.
     seed = derive_seed(_SEED, rel_game)
@@ -504,8 +511,7 @@ def record_game(rel_game):
         steps.append(_step_record(cmd, state, done))
         walker.executed(cmd, before)
         walker.observe(state.feedback, state["admissible_commands"])
-    lines.append(json.dumps({"game": rel_game, "kind": "random", "seed": seed, "steps": steps},
-                            ensure_ascii=False))
+    lines.append(dump_line({"game": rel_game, "kind": "random", "seed": seed, "steps": steps}))
     return rel_game, lines, wt_won, time.time() - t0
 
 

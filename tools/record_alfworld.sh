@@ -11,12 +11,14 @@
 #   tools/record_alfworld.sh --zip /path/to/json_2.1.1.zip
 #   tools/record_alfworld.sh --data DIR --limit 2 --out /tmp/smoke   # quick smoke test
 #
-# Time: a game costs about 3-4 s of CPU (two env resets at ~0.5-0.7 s plus
-# ~80 steps at 30-60 ms).  The full default recording (valid_seen 140 +
-# valid_unseen 134 + 360 train games = 634 games, 1268 episodes) takes about
-# 20-25 minutes with --jobs 2 on an otherwise idle machine and up to ~40-45
-# minutes on a busy 2-core box (see the end of record_alfworld.py's stderr log
-# for the exact figure).  Creating the venv adds a few minutes.
+# Time: a game costs 2-35 s of CPU (two env resets at ~0.5-1 s each plus ~45-90
+# steps at 30-60 ms; big kitchen scenes are the slowest).  The full default
+# recording (valid_seen 140 + valid_unseen 134 + 360 train games = 634 games,
+# 1268 episodes, ~30k steps) took 64 minutes with --jobs 2 under `nice` on a
+# shared 2-core machine that was compiling Rust at the same time (valid_seen
+# 11 min, valid_unseen 16 min, train 37 min); expect roughly half that on an
+# idle machine, less with more --jobs.  Creating the venv adds a few minutes.
+# Output: ~1.26 MB of .jsonl.gz in total.
 #
 # The output is deterministic: same data + same --seed (+ any --jobs) gives
 # byte-identical .jsonl.gz files.
