@@ -14,9 +14,8 @@ fn readable(id: &str) -> String {
 }
 
 fn base_name(id: &str) -> Option<String> {
-    let text = readable(id);
-    let (name, _) = text.split_once('|')?;
-    let mut name = name.to_string();
+    let (prefix, _) = id.split_once("_bar_")?;
+    let mut name = readable(prefix);
     if id.contains("basin") {
         name.push_str("basin");
     }

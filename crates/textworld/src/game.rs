@@ -2,7 +2,7 @@
 //! behaviour: the intro, `Nothing happens.` for anything not admissible, the
 //! admissible list sorted and deduplicated, won when the goal holds.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use crate::error::GameError;
 use crate::facts::FactStore;
@@ -27,11 +27,26 @@ fn string_key<'a>(data: &'a serde_json::Value, key: &'static str) -> Result<&'a 
     data.get(key).and_then(|v| v.as_str()).ok_or(GameError::MissingKey(key))
 }
 
+/// Games of one family share their domain text (every ALFWorld game has the
+/// same one): keep the last parse.
+fn cached_domain(text: &str) -> Result<Arc<pddl::Domain>, GameError> {
+    static LAST: Mutex<Option<(String, Arc<pddl::Domain>)>> = Mutex::new(None);
+    let mut last = LAST.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    if let Some((cached_text, domain)) = last.as_ref() {
+        if cached_text == text {
+            return Ok(domain.clone());
+        }
+    }
+    let domain = Arc::new(pddl::parse_domain(text).map_err(GameError::Domain)?);
+    *last = Some((text.to_string(), domain.clone()));
+    Ok(domain)
+}
+
 impl Game {
     /// Loads a `.tw-pddl` document (JSON text).
     pub fn from_json(text: &str) -> Result<Game, GameError> {
         let data: serde_json::Value = serde_json::from_str(text)?;
-        let domain = pddl::parse_domain(string_key(&data, "pddl_domain")?).map_err(GameError::Domain)?;
+        let domain = cached_domain(string_key(&data, "pddl_domain")?)?;
         let problem = pddl::parse_problem(string_key(&data, "pddl_problem")?).map_err(GameError::Problem)?;
         let grammar = Grammar::parse(string_key(&data, "grammar")?)?;
         let world = World::compile(&domain, &problem).map_err(GameError::Problem)?;
