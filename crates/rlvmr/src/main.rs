@@ -10,6 +10,7 @@ use clap::{Parser, Subcommand};
 
 use alfworld::{AlfworldData, Split};
 
+mod model_cmd;
 mod score;
 
 #[derive(Parser)]
@@ -30,6 +31,36 @@ enum Command {
         /// A TOML file with [format], [reward] and [advantage] sections.
         #[arg(long)]
         config: Option<PathBuf>,
+    },
+    /// Score responses: read JSON lines {"prompt", "response"} (raw text, no chat template
+    /// added), write {"prompt_ids", "response_ids", "response_logprobs"} per line.
+    Logprobs {
+        /// A GGUF file, or the embedded default's name.
+        #[arg(long, default_value = policy::assets::DEFAULT_MODEL_NAME)]
+        model: String,
+        /// Input file (default: stdin).
+        #[arg(long)]
+        input: Option<PathBuf>,
+    },
+    /// Generate a reply to PROMPT (wrapped in the chat template unless --raw), as a JSON line.
+    Generate {
+        prompt: String,
+        /// A GGUF file, or the embedded default's name.
+        #[arg(long, default_value = policy::assets::DEFAULT_MODEL_NAME)]
+        model: String,
+        /// Use PROMPT as is, without the chat template.
+        #[arg(long)]
+        raw: bool,
+        /// A system message (chat mode only).
+        #[arg(long)]
+        system: Option<String>,
+        #[arg(long, default_value_t = 128)]
+        max_new_tokens: usize,
+        /// 0 = greedy.
+        #[arg(long, default_value_t = 0.0)]
+        temperature: f64,
+        #[arg(long, default_value_t = 0)]
+        seed: u64,
     },
     /// ALFWorld: replay, play, expert, benchmark.
     Alfworld {
@@ -240,6 +271,18 @@ fn bench(data: &DataArg, transcripts: Vec<PathBuf>, live_games: usize, reference
 fn run(cli: Cli) -> Result<ExitCode> {
     match cli.command {
         Command::Score { algo, config } => score::run(algo.as_deref(), config.as_deref()),
+        Command::Logprobs { model, input } => model_cmd::logprobs(&model, input.as_deref()),
+        Command::Generate { prompt, model, raw, system, max_new_tokens, temperature, seed } => {
+            model_cmd::generate(&model_cmd::GenerateArgs {
+                model: &model,
+                prompt: &prompt,
+                raw,
+                system: system.as_deref(),
+                max_new_tokens,
+                temperature,
+                seed,
+            })
+        }
         Command::Alfworld { command } => match command {
             AlfworldCommand::Replay { data } => replay(&data),
             AlfworldCommand::Play { game, data, admissible } => play(&game, &data, admissible),

@@ -131,3 +131,25 @@ fn the_readme_config_example_is_valid() {
     std::fs::remove_file(&path).unwrap();
     assert_eq!(code, 0, "{err}");
 }
+
+#[test]
+fn logprobs_scores_lines_and_reports_bad_ones() {
+    let mut input = Vec::new();
+    input.extend_from_slice(b"{\"prompt\": \"<|im_start|>user\\nHi<|im_end|>\\n<|im_start|>assistant\\n\", \"response\": \"Hello!\"}\n");
+    input.extend_from_slice(b"not json\n");
+    input.extend_from_slice(b"{\"prompt\": \"\xff\"}\n");
+    input.extend_from_slice(b"{\"prompt\": \"a\", \"response\": \"\"}\n");
+    let (code, out, err) = rlvmr(&["logprobs"], &input);
+    assert_eq!(code, 1, "{err}");
+    let lines: Vec<serde_json::Value> = out.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(lines.len(), 4);
+    let ids = lines[0]["response_ids"].as_array().unwrap();
+    let lps = lines[0]["response_logprobs"].as_array().unwrap();
+    assert!(!ids.is_empty() && ids.len() == lps.len());
+    assert!(lps.iter().all(|v| v.as_f64().unwrap() <= 0.0));
+    assert!(!lines[0]["prompt_ids"].as_array().unwrap().is_empty());
+    for (i, l) in lines.iter().enumerate().skip(1) {
+        assert_eq!(l["line"].as_u64(), Some(i as u64 + 1));
+    }
+    assert!(err.contains("line 3: the line is not valid UTF-8"), "{err}");
+}

@@ -1,0 +1,37 @@
+//! The crate's error type.
+
+use std::path::PathBuf;
+
+/// Everything that can go wrong in this crate.
+#[derive(Debug, thiserror::Error)]
+pub enum PolicyError {
+    #[error("I/O error on {path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("fetching the default model: {0}")]
+    Asset(String),
+    #[error("GGUF file {path}: {msg}")]
+    Gguf { path: PathBuf, msg: String },
+    #[error("tokenizer: {0}")]
+    Tokenizer(String),
+    #[error("model config: {0}")]
+    Config(String),
+    #[error("bad input: {0}")]
+    Input(String),
+    #[error(transparent)]
+    Candle(#[from] candle_core::Error),
+}
+
+pub type Result<T, E = PolicyError> = std::result::Result<T, E>;
+
+impl PolicyError {
+    pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+        PolicyError::Io {
+            path: path.into(),
+            source,
+        }
+    }
+}

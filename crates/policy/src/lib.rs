@@ -1,0 +1,36 @@
+//! The LLM policy: the embedded default model, GGUF loading, the tokenizer, the chat template,
+//! a differentiable Llama forward pass (only ops with a backward), and per-token log-probs.
+//!
+//! The forward pass is written with plain candle ops on purpose: candle's fused ops
+//! (`softmax_last_dim`, `rms_norm`, `rope`, `sdpa`, `QMatMul`) have no backward and silently drop
+//! gradients (see `shared/spec/models.md`).
+
+pub mod assets;
+pub mod chat;
+pub mod error;
+pub mod gguf;
+pub mod logprobs;
+pub mod model;
+pub mod sample;
+pub mod tokenizer;
+
+pub use error::{PolicyError, Result};
+pub use model::{Llama, LlamaConfig};
+pub use tokenizer::Tokenizer;
+
+/// Load a model and its tokenizer from a `--model` argument: the embedded default's name
+/// ([`assets::DEFAULT_MODEL_NAME`], fetched and cached on first use) or a path to a GGUF file.
+pub fn load_model(
+    model: &str,
+    dtype: candle_core::DType,
+    device: &candle_core::Device,
+) -> Result<(Llama, Tokenizer)> {
+    let path = assets::resolve_model(model)?;
+    if path.is_dir() {
+        return Err(PolicyError::Input(format!(
+            "{}: Hugging Face model folders are not supported yet; pass a GGUF file",
+            path.display()
+        )));
+    }
+    gguf::load(&path, dtype, device)
+}

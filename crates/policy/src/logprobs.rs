@@ -1,0 +1,245 @@
+//! Per-token log-probabilities and entropies of responses given prompts.
+//!
+//! A batch holds `prompt ++ response` rows padded on the right. Position `p` of the logits
+//! predicts token `p + 1`, so the per-token tensors are `[batch, seq - 1]`, aligned with the
+//! targets `ids[:, 1:]`; the response mask is 1 exactly where the target is a response token.
+
+use crate::error::{PolicyError, Result};
+use crate::model::Llama;
+use candle_core::{DType, Device, Tensor, D};
+
+/// Right-padded `prompt ++ response` rows and the response mask.
+#[derive(Debug, Clone)]
+pub struct ResponseBatch {
+    /// `[batch, seq]` u32 token ids.
+    pub input_ids: Tensor,
+    /// `[batch, seq - 1]` in the model dtype: 1 where the target token is part of the response.
+    pub response_mask: Tensor,
+    pub prompt_lens: Vec<usize>,
+    pub response_lens: Vec<usize>,
+}
+
+impl ResponseBatch {
+    /// Build a batch; every prompt and response must be non-empty and every row must fit the
+    /// context of `max_len` tokens.
+    pub fn new(
+        pairs: &[(Vec<u32>, Vec<u32>)],
+        pad_id: u32,
+        max_len: usize,
+        dtype: DType,
+        device: &Device,
+    ) -> Result<Self> {
+        if pairs.is_empty() {
+            return Err(PolicyError::Input("empty batch".into()));
+        }
+        for (i, (p, r)) in pairs.iter().enumerate() {
+            if p.is_empty() {
+                return Err(PolicyError::Input(format!("row {i}: empty prompt")));
+            }
+            if r.is_empty() {
+                return Err(PolicyError::Input(format!("row {i}: empty response")));
+            }
+            if p.len() + r.len() > max_len {
+                return Err(PolicyError::Input(format!(
+                    "row {i}: prompt ({}) + response ({}) tokens exceed the context length {max_len}",
+                    p.len(),
+                    r.len()
+                )));
+            }
+        }
+        let seq = pairs
+            .iter()
+            .map(|(p, r)| p.len() + r.len())
+            .max()
+            .unwrap_or(0);
+        let b = pairs.len();
+        let mut ids = Vec::with_capacity(b * seq);
+        let mut mask = Vec::with_capacity(b * (seq - 1));
+        for (p, r) in pairs {
+            let n = p.len() + r.len();
+            ids.extend_from_slice(p);
+            ids.extend_from_slice(r);
+            ids.extend(std::iter::repeat_n(pad_id, seq - n));
+            // target index j (0-based over ids[1..]) is token j + 1.
+            for j in 0..seq - 1 {
+                let tok = j + 1;
+                mask.push(if tok >= p.len() && tok < n {
+                    1f32
+                } else {
+                    0f32
+                });
+            }
+        }
+        Ok(Self {
+            input_ids: Tensor::from_vec(ids, (b, seq), device)?,
+            response_mask: Tensor::from_vec(mask, (b, seq - 1), device)?.to_dtype(dtype)?,
+            prompt_lens: pairs.iter().map(|(p, _)| p.len()).collect(),
+            response_lens: pairs.iter().map(|(_, r)| r.len()).collect(),
+        })
+    }
+}
+
+/// Log-probs and entropies of the next token at every position.
+#[derive(Debug, Clone)]
+pub struct TokenScores {
+    /// `[batch, seq - 1]`: log p(ids[:, j+1] | ids[:, ..=j]).
+    pub logprobs: Tensor,
+    /// `[batch, seq - 1]`: entropy of the predictive distribution at position j.
+    pub entropy: Tensor,
+}
+
+/// Differentiable per-token log-probs and entropies of `input_ids` (`[batch, seq]`, seq >= 2).
+pub fn token_scores(model: &Llama, input_ids: &Tensor) -> Result<TokenScores> {
+    let (_, t) = input_ids.dims2()?;
+    if t < 2 {
+        return Err(PolicyError::Input("need at least 2 tokens to score".into()));
+    }
+    let logits = model.forward(input_ids)?.narrow(1, 0, t - 1)?;
+    let targets = input_ids.narrow(1, 1, t - 1)?.contiguous()?;
+    scores_from_logits(&logits, &targets)
+}
+
+/// Log-probs of `targets` (`[b, t]` u32) under `logits` (`[b, t, v]`), and entropies.
+pub fn scores_from_logits(logits: &Tensor, targets: &Tensor) -> Result<TokenScores> {
+    let m = logits.max_keepdim(D::Minus1)?.detach();
+    let shifted = logits.broadcast_sub(&m)?;
+    let exp = shifted.exp()?;
+    let sum = exp.sum_keepdim(D::Minus1)?;
+    let lse = sum.log()?; // [b, t, 1]
+    let picked = shifted.gather(&targets.unsqueeze(D::Minus1)?, D::Minus1)?;
+    let logprobs = picked.broadcast_sub(&lse)?.squeeze(D::Minus1)?;
+    // H = lse - sum(p * shifted), p = exp / sum.
+    let p = exp.broadcast_div(&sum)?;
+    let expected = (p * &shifted)?.sum_keepdim(D::Minus1)?;
+    let entropy = (lse - expected)?.squeeze(D::Minus1)?;
+    Ok(TokenScores { logprobs, entropy })
+}
+
+/// Scores for a [`ResponseBatch`]; multiply by `batch.response_mask` to keep response tokens.
+pub fn response_scores(model: &Llama, batch: &ResponseBatch) -> Result<TokenScores> {
+    token_scores(model, &batch.input_ids)
+}
+
+/// Per-row response log-probs as plain vectors (no gradient needed).
+pub fn response_logprobs(
+    model: &Llama,
+    pairs: &[(Vec<u32>, Vec<u32>)],
+    pad_id: u32,
+) -> Result<Vec<Vec<f32>>> {
+    let batch = ResponseBatch::new(
+        pairs,
+        pad_id,
+        model.config().max_position,
+        model.dtype(),
+        model.device(),
+    )?;
+    let scores = response_scores(model, &batch)?;
+    let lp = scores
+        .logprobs
+        .detach()
+        .to_dtype(DType::F32)?
+        .to_vec2::<f32>()?;
+    Ok(lp
+        .into_iter()
+        .zip(batch.prompt_lens.iter().zip(batch.response_lens.iter()))
+        .map(|(row, (&p, &r))| row[p - 1..p - 1 + r].to_vec())
+        .collect())
+}
+
+/// One scored `(prompt, response)` text pair.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct ScoredText {
+    pub prompt_ids: Vec<u32>,
+    pub response_ids: Vec<u32>,
+    pub response_logprobs: Vec<f32>,
+}
+
+/// Tokenize `prompt` and `response` separately (raw text, no template, no added special
+/// tokens) and score the response tokens given the prompt.
+pub fn score_text(
+    model: &Llama,
+    tok: &crate::tokenizer::Tokenizer,
+    prompt: &str,
+    response: &str,
+) -> Result<ScoredText> {
+    let prompt_ids = tok.encode(prompt)?;
+    let response_ids = tok.encode(response)?;
+    if prompt_ids.is_empty() {
+        return Err(PolicyError::Input("empty prompt".into()));
+    }
+    if response_ids.is_empty() {
+        return Err(PolicyError::Input("empty response".into()));
+    }
+    let max = model.config().max_position;
+    if prompt_ids.len() + response_ids.len() > max {
+        return Err(PolicyError::Input(format!(
+            "prompt ({}) + response ({}) tokens exceed the context length {max}",
+            prompt_ids.len(),
+            response_ids.len()
+        )));
+    }
+    let pad = 0;
+    let mut lp = response_logprobs(model, &[(prompt_ids.clone(), response_ids.clone())], pad)?;
+    Ok(ScoredText {
+        prompt_ids,
+        response_ids,
+        response_logprobs: lp.remove(0),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{log_softmax_last_dim, LlamaConfig};
+
+    #[test]
+    fn mask_alignment_logprobs_and_entropy() {
+        let dev = Device::Cpu;
+        let model = Llama::random(LlamaConfig::tiny(), DType::F64, &dev, 5).unwrap();
+        let pairs = vec![
+            (vec![3u32, 4, 5], vec![6u32, 7]),
+            (vec![8u32], vec![9u32, 10, 11, 12]),
+        ];
+        let batch = ResponseBatch::new(&pairs, 0, 64, DType::F64, &dev).unwrap();
+        assert_eq!(batch.input_ids.dims(), &[2, 5]);
+        let mask = batch.response_mask.to_vec2::<f64>().unwrap();
+        assert_eq!(
+            mask,
+            vec![vec![0.0, 0.0, 1.0, 1.0], vec![1.0, 1.0, 1.0, 1.0]]
+        );
+
+        let rows = response_logprobs(&model, &pairs, 0).unwrap();
+        let scores = response_scores(&model, &batch).unwrap();
+        let entropy = scores.entropy.to_vec2::<f64>().unwrap();
+        for (b, (p, r)) in pairs.iter().enumerate() {
+            let seq: Vec<u32> = p.iter().chain(r.iter()).cloned().collect();
+            let ids = Tensor::new(seq.as_slice(), &dev)
+                .unwrap()
+                .unsqueeze(0)
+                .unwrap();
+            let logp = log_softmax_last_dim(&model.forward(&ids).unwrap())
+                .unwrap()
+                .get(0)
+                .unwrap();
+            for (j, &tok) in r.iter().enumerate() {
+                let pos = p.len() + j - 1;
+                let want = logp
+                    .get(pos)
+                    .unwrap()
+                    .get(tok as usize)
+                    .unwrap()
+                    .to_scalar::<f64>()
+                    .unwrap();
+                assert!((rows[b][j] as f64 - want).abs() < 1e-5, "row {b} token {j}");
+                let lp = logp.get(pos).unwrap().to_vec1::<f64>().unwrap();
+                let h: f64 = -lp.iter().map(|l| l.exp() * l).sum::<f64>();
+                assert!(
+                    (entropy[b][pos] - h).abs() < 1e-9,
+                    "entropy row {b} pos {pos}"
+                );
+            }
+        }
+        assert!(ResponseBatch::new(&[(vec![1], vec![])], 0, 64, DType::F32, &dev).is_err());
+        assert!(ResponseBatch::new(&[(vec![1; 60], vec![2; 5])], 0, 64, DType::F32, &dev).is_err());
+    }
+}
