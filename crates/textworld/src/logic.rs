@@ -62,6 +62,8 @@ struct Variant {
 pub struct Action {
     pub name: String,
     pub parameters: Vec<(String, TypeId)>,
+    /// The parameters as (slot, type): slots 0..n.
+    param_slots: Vec<(Slot, TypeId)>,
     precondition: CFormula,
     variants: Vec<Variant>,
     /// Literals the precondition requires unconditionally: (atom, must be true).
@@ -363,6 +365,7 @@ impl World {
             actions.push(Action {
                 name: a.name.clone(),
                 parameters: a.parameters.iter().zip(&params).map(|(p, &(_, t))| (p.name.clone(), t)).collect(),
+                param_slots: params.clone(),
                 variants: variants_of(&precondition),
                 precondition,
                 required,
@@ -595,11 +598,11 @@ impl World {
         let mut check = Vec::new();
         for (ai, action) in self.actions.iter().enumerate() {
             let n = action.parameters.len();
-            let params: Vec<(Slot, TypeId)> = action.parameters.iter().enumerate().map(|(i, &(_, t))| (i, t)).collect();
+            let params = &action.param_slots;
             let mut binding = vec![NO_ARG; action.slot_count.max(1)];
             let first_new = out.len();
             for variant in &action.variants {
-                self.search(state, variant, &params, &mut binding, &mut |w, b| {
+                self.search(state, variant, params, &mut binding, &mut |w, b| {
                     check.clear();
                     check.extend_from_slice(&b[..n]);
                     check.resize(b.len(), NO_ARG);
