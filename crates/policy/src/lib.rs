@@ -7,15 +7,18 @@
 
 pub mod assets;
 pub mod chat;
+pub mod checkpoint;
 pub mod error;
 pub mod gguf;
 pub mod logprobs;
 pub mod model;
+pub mod optim;
 pub mod sample;
 pub mod tokenizer;
 
 pub use error::{PolicyError, Result};
-pub use model::{Llama, LlamaConfig};
+pub use model::{InferenceModel, KvCache, Llama, LlamaConfig};
+pub use optim::{AdamW, AdamWConfig};
 pub use tokenizer::Tokenizer;
 
 /// Load a model and its tokenizer from a `--model` argument: the embedded default's name

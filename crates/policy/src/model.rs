@@ -7,7 +7,8 @@
 //! `[out, in]`, half-split rope); the GGUF loader converts to it.
 
 use crate::error::{PolicyError, Result};
-use candle_core::{DType, Device, Tensor, Var, D};
+use candle_core::quantized::{GgmlDType, QMatMul, QTensor};
+use candle_core::{DType, Device, Module, Tensor, Var, D};
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
@@ -310,6 +311,398 @@ impl Llama {
             .transpose(1, 2)?
             .reshape((b, t, nh * hd))?;
         linear(&out, layer.o.as_tensor())
+    }
+}
+
+/// Key/value cache of the inference path ([`Llama::prefill`], [`Llama::decode_step`]).
+///
+/// Rows are LEFT-padded: row `i` has `pad[i]` masked columns at the start, then its real tokens;
+/// positions (for rope) count from the first real token of each row. Every decode step appends
+/// one column to every row. [`KvCache::retain`] drops finished rows so they cost no compute.
+#[derive(Debug, Clone)]
+pub struct KvCache {
+    /// Per layer `[batch, kv_heads, len, head_dim]`.
+    k: Vec<Tensor>,
+    v: Vec<Tensor>,
+    /// Per row: number of masked padding columns at the start.
+    pad: Vec<usize>,
+    /// Per row: position of the next token.
+    next_pos: Vec<usize>,
+    /// Number of columns (padding included).
+    len: usize,
+}
+
+impl KvCache {
+    pub fn batch_size(&self) -> usize {
+        self.pad.len()
+    }
+    /// Position the next token of each row gets (its number of real tokens so far).
+    pub fn positions(&self) -> &[usize] {
+        &self.next_pos
+    }
+    /// Keep only the rows `rows` (indices into the current batch, in the new order).
+    pub fn retain(&mut self, rows: &[usize]) -> Result<()> {
+        if rows.is_empty() {
+            return Err(PolicyError::Input("KvCache::retain: no rows left".into()));
+        }
+        if rows.len() == self.pad.len() && rows.iter().enumerate().all(|(i, &r)| i == r) {
+            return Ok(());
+        }
+        let dev = self
+            .k
+            .first()
+            .map(|t| t.device().clone())
+            .unwrap_or(Device::Cpu);
+        let idx: Vec<u32> = rows.iter().map(|&r| r as u32).collect();
+        let idx = Tensor::new(idx.as_slice(), &dev)?;
+        for t in self.k.iter_mut().chain(self.v.iter_mut()) {
+            *t = t.index_select(&idx, 0)?;
+        }
+        self.pad = rows.iter().map(|&r| self.pad[r]).collect();
+        self.next_pos = rows.iter().map(|&r| self.next_pos[r]).collect();
+        // Columns that are padding for every remaining row can go.
+        let common = self.pad.iter().copied().min().unwrap_or(0);
+        if common > 0 {
+            for t in self.k.iter_mut().chain(self.v.iter_mut()) {
+                *t = t.narrow(2, common, self.len - common)?.contiguous()?;
+            }
+            self.len -= common;
+            for p in self.pad.iter_mut() {
+                *p -= common;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A linear layer of the inference path: the dense weight (shared with the training model,
+/// detached) or a quantized copy (candle's quantized matmul; activations are quantized too).
+enum Lin {
+    Dense(Tensor),
+    /// Quantized copy, used for decode steps (few rows); the dense weight for prefill, where
+    /// the dense matmul is faster.
+    Quant(QMatMul, Tensor),
+}
+
+/// Row counts up to this use the quantized matmul.
+const QUANT_MAX_ROWS: usize = 16;
+
+impl Lin {
+    fn new(w: &Var, quant: Option<GgmlDType>) -> Result<Self> {
+        let w = w.as_tensor().detach();
+        Ok(match quant {
+            None => Lin::Dense(w),
+            Some(dt) => {
+                let q = QTensor::quantize(&w.to_dtype(DType::F32)?, dt)?;
+                Lin::Quant(QMatMul::from_qtensor(q)?, w)
+            }
+        })
+    }
+    fn forward(&self, x: &Tensor) -> Result<Tensor> {
+        match self {
+            Lin::Dense(w) => linear(x, w),
+            Lin::Quant(_, w) if x.elem_count() / x.dim(D::Minus1)? > QUANT_MAX_ROWS => linear(x, w),
+            Lin::Quant(q, _) => {
+                let dt = x.dtype();
+                Ok(q.forward(&x.to_dtype(DType::F32)?.contiguous()?)?
+                    .to_dtype(dt)?)
+            }
+        }
+    }
+}
+
+struct InferLayer {
+    input_norm: Tensor,
+    q: Lin,
+    k: Lin,
+    v: Lin,
+    o: Lin,
+    post_norm: Tensor,
+    gate: Lin,
+    up: Lin,
+    down: Lin,
+}
+
+/// The inference (sampling) view of a [`Llama`]: no gradient tracking, a KV cache, batches of
+/// left-padded prompts of different lengths. Uses candle's fused ops (rms norm, rope, softmax,
+/// SiLU), which have no backward: this path is for sampling only.
+///
+/// [`Llama::inference`] shares the training weights (build it again, or keep using it: it sees
+/// updates made in place to the `Var`s); [`Llama::quantized`] makes a quantized copy of the
+/// matrices (e.g. `GgmlDType::Q8_0`), to be rebuilt after each weight update.
+pub struct InferenceModel {
+    cfg: LlamaConfig,
+    embed: Tensor,
+    layers: Vec<InferLayer>,
+    norm: Tensor,
+    head: Lin,
+    cos: Tensor,
+    sin: Tensor,
+    dtype: DType,
+    device: Device,
+}
+
+impl Llama {
+    /// The inference view sharing this model's weights.
+    pub fn inference(&self) -> Result<InferenceModel> {
+        self.build_inference(None)
+    }
+
+    /// An inference copy with every matrix (the output head included) quantized to `dtype`
+    /// (e.g. [`GgmlDType::Q8_0`]); the embedding lookup and the norms stay dense.
+    pub fn quantized(&self, dtype: GgmlDType) -> Result<InferenceModel> {
+        self.build_inference(Some(dtype))
+    }
+
+    fn build_inference(&self, quant: Option<GgmlDType>) -> Result<InferenceModel> {
+        let layers = self
+            .layers
+            .iter()
+            .map(|l| {
+                Ok(InferLayer {
+                    input_norm: l.input_norm.as_tensor().detach(),
+                    q: Lin::new(&l.q, quant)?,
+                    k: Lin::new(&l.k, quant)?,
+                    v: Lin::new(&l.v, quant)?,
+                    o: Lin::new(&l.o, quant)?,
+                    post_norm: l.post_norm.as_tensor().detach(),
+                    gate: Lin::new(&l.gate, quant)?,
+                    up: Lin::new(&l.up, quant)?,
+                    down: Lin::new(&l.down, quant)?,
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok(InferenceModel {
+            cfg: self.cfg.clone(),
+            embed: self.embed.as_tensor().detach(),
+            layers,
+            norm: self.norm.as_tensor().detach(),
+            head: Lin::new(self.lm_head.as_ref().unwrap_or(&self.embed), quant)?,
+            cos: self.cos.clone(),
+            sin: self.sin.clone(),
+            dtype: self.dtype,
+            device: self.device.clone(),
+        })
+    }
+
+    /// [`InferenceModel::prefill`] on the shared-weight inference view.
+    pub fn prefill(&self, prompts: &[Vec<u32>]) -> Result<(Tensor, KvCache)> {
+        self.inference()?.prefill(prompts)
+    }
+
+    /// [`InferenceModel::decode_step`] on the shared-weight inference view.
+    pub fn decode_step(&self, tokens: &[u32], cache: &mut KvCache) -> Result<Tensor> {
+        self.inference()?.decode_step(tokens, cache)
+    }
+}
+
+impl InferenceModel {
+    pub fn config(&self) -> &LlamaConfig {
+        &self.cfg
+    }
+    pub fn device(&self) -> &Device {
+        &self.device
+    }
+
+    /// Run the prompts (each non-empty) through the model and return the logits of each
+    /// prompt's last token, `[batch, vocab]` (f32), and the cache to continue from.
+    pub fn prefill(&self, prompts: &[Vec<u32>]) -> Result<(Tensor, KvCache)> {
+        if prompts.is_empty() {
+            return Err(PolicyError::Input("empty batch".into()));
+        }
+        let t = prompts.iter().map(Vec::len).max().unwrap_or(0);
+        if prompts.iter().any(Vec::is_empty) {
+            return Err(PolicyError::Input("empty prompt".into()));
+        }
+        if t > self.cfg.max_position {
+            return Err(PolicyError::Input(format!(
+                "prompt of {t} tokens exceeds the context length {}",
+                self.cfg.max_position
+            )));
+        }
+        let b = prompts.len();
+        let pad: Vec<usize> = prompts.iter().map(|p| t - p.len()).collect();
+        let mut ids = Vec::with_capacity(b * t);
+        let mut pos = Vec::with_capacity(b * t);
+        let mut mask = Vec::with_capacity(b * t * t);
+        for (p, &np) in prompts.iter().zip(&pad) {
+            ids.extend(std::iter::repeat_n(0u32, np));
+            ids.extend_from_slice(p);
+            pos.extend((0..t).map(|j| j.saturating_sub(np) as u32));
+            for q in 0..t {
+                // Padding queries attend to themselves only (keeps them finite).
+                mask.extend((0..t).map(|k| {
+                    let ok = if q < np { k == q } else { k >= np && k <= q };
+                    if ok {
+                        0f32
+                    } else {
+                        f32::NEG_INFINITY
+                    }
+                }));
+            }
+        }
+        let dev = &self.device;
+        let ids = Tensor::from_vec(ids, (b, t), dev)?;
+        let pos = Tensor::from_vec(pos, (b, t), dev)?;
+        let mask = Tensor::from_vec(mask, (b, 1, 1, t, t), dev)?.to_dtype(self.dtype)?;
+        let mut cache = KvCache {
+            k: Vec::new(),
+            v: Vec::new(),
+            pad,
+            next_pos: prompts.iter().map(Vec::len).collect(),
+            len: 0,
+        };
+        let logits = self.forward_cached(&ids, &pos, &mask, &mut cache)?;
+        cache.len = t;
+        Ok((logits, cache))
+    }
+
+    /// Feed one token per row (`tokens.len()` = the cache's batch size) and return the logits
+    /// of the next token, `[batch, vocab]` (f32).
+    pub fn decode_step(&self, tokens: &[u32], cache: &mut KvCache) -> Result<Tensor> {
+        let b = cache.batch_size();
+        if tokens.len() != b {
+            return Err(PolicyError::Input(format!(
+                "decode_step: {} tokens for a batch of {b}",
+                tokens.len()
+            )));
+        }
+        if let Some(&p) = cache.next_pos.iter().max() {
+            if p >= self.cfg.max_position {
+                return Err(PolicyError::Input(format!(
+                    "sequence exceeds the context length {}",
+                    self.cfg.max_position
+                )));
+            }
+        }
+        let t = cache.len + 1;
+        let mut mask = Vec::with_capacity(b * t);
+        for &np in &cache.pad {
+            mask.extend((0..t).map(|k| if k >= np { 0f32 } else { f32::NEG_INFINITY }));
+        }
+        let dev = &self.device;
+        let ids = Tensor::from_vec(tokens.to_vec(), (b, 1), dev)?;
+        let pos: Vec<u32> = cache.next_pos.iter().map(|&p| p as u32).collect();
+        let pos = Tensor::from_vec(pos, (b, 1), dev)?;
+        let mask = Tensor::from_vec(mask, (b, 1, 1, 1, t), dev)?.to_dtype(self.dtype)?;
+        let logits = self.forward_cached(&ids, &pos, &mask, cache)?;
+        cache.len = t;
+        for p in cache.next_pos.iter_mut() {
+            *p += 1;
+        }
+        Ok(logits)
+    }
+
+    /// `ids`, `pos`: `[b, t]`; `mask`: `[b, 1, 1, t, cache_len + t]` additive. Appends to the
+    /// cache; returns the last position's logits `[b, vocab]` in f32.
+    fn forward_cached(
+        &self,
+        ids: &Tensor,
+        pos: &Tensor,
+        mask: &Tensor,
+        cache: &mut KvCache,
+    ) -> Result<Tensor> {
+        let (b, t) = ids.dims2()?;
+        let h = self.cfg.hidden_size;
+        let eps = self.cfg.rms_norm_eps;
+        let mut x = self
+            .embed
+            .index_select(&ids.flatten_all()?, 0)?
+            .reshape((b, t, h))?;
+        let flat_pos = pos.flatten_all()?;
+        let hd = self.cfg.head_dim;
+        // Fused half-split rope: per-row `[b, t, head_dim / 2]` tables.
+        let half = |tab: &Tensor| -> Result<Tensor> {
+            Ok(tab
+                .index_select(&flat_pos, 0)?
+                .narrow(1, 0, hd / 2)?
+                .contiguous()?
+                .reshape((b, t, hd / 2))?)
+        };
+        let (cos, sin) = (half(&self.cos)?, half(&self.sin)?);
+        let first = cache.k.is_empty();
+        for (l, layer) in self.layers.iter().enumerate() {
+            let normed = candle_nn::ops::rms_norm(&x, &layer.input_norm, eps as f32)?;
+            let past = if first {
+                None
+            } else {
+                Some((&cache.k[l], &cache.v[l]))
+            };
+            let (k_new, v_new, attn) =
+                self.attention_cached(layer, &normed, &cos, &sin, mask, past)?;
+            if first {
+                cache.k.push(k_new);
+                cache.v.push(v_new);
+            } else {
+                cache.k[l] = k_new;
+                cache.v[l] = v_new;
+            }
+            x = (x + attn)?;
+            let normed = candle_nn::ops::rms_norm(&x, &layer.post_norm, eps as f32)?;
+            let gate = layer.gate.forward(&normed)?;
+            let up = layer.up.forward(&normed)?;
+            let mlp = layer.down.forward(&(gate.silu()? * up)?)?;
+            x = (x + mlp)?;
+        }
+        let x = x.narrow(1, t - 1, 1)?.squeeze(1)?;
+        let x = candle_nn::ops::rms_norm(&x.contiguous()?, &self.norm, eps as f32)?;
+        Ok(self.head.forward(&x)?.to_dtype(DType::F32)?)
+    }
+
+    /// Returns the layer's full K and V (cache + new) and the attention output `[b, t, hidden]`.
+    fn attention_cached(
+        &self,
+        layer: &InferLayer,
+        x: &Tensor,
+        cos: &Tensor,
+        sin: &Tensor,
+        mask: &Tensor,
+        past: Option<(&Tensor, &Tensor)>,
+    ) -> Result<(Tensor, Tensor, Tensor)> {
+        let (b, t, _) = x.dims3()?;
+        let (nh, nkv, hd) = (self.cfg.num_heads, self.cfg.num_kv_heads, self.cfg.head_dim);
+        let rep = nh / nkv;
+        let q = layer
+            .q
+            .forward(x)?
+            .reshape((b, t, nh, hd))?
+            .transpose(1, 2)?;
+        let k = layer
+            .k
+            .forward(x)?
+            .reshape((b, t, nkv, hd))?
+            .transpose(1, 2)?;
+        let v = layer
+            .v
+            .forward(x)?
+            .reshape((b, t, nkv, hd))?
+            .transpose(1, 2)?
+            .contiguous()?;
+        // Heads are grouped by KV head: query head `g * rep + r` uses KV head `g`.
+        let q = candle_nn::rotary_emb::rope(&q.contiguous()?, cos, sin)?.reshape((
+            b,
+            nkv,
+            rep * t,
+            hd,
+        ))?;
+        let k = candle_nn::rotary_emb::rope(&k.contiguous()?, cos, sin)?;
+        let (k, v) = match past {
+            Some((pk, pv)) => (Tensor::cat(&[pk, &k], 2)?, Tensor::cat(&[pv, &v], 2)?),
+            None => (k, v),
+        };
+        let total = k.dim(2)?;
+        let scale = 1.0 / (hd as f64).sqrt();
+        let scores = (q.matmul(&k.t()?)? * scale)?
+            .reshape((b, nkv, rep, t, total))?
+            .broadcast_add(mask)?;
+        let probs = candle_nn::ops::softmax_last_dim(&scores)?.reshape((b, nkv, rep * t, total))?;
+        let out = probs
+            .matmul(&v)?
+            .reshape((b, nh, t, hd))?
+            .transpose(1, 2)?
+            .reshape((b, t, nh * hd))?;
+        let out = layer.o.forward(&out)?;
+        Ok((k, v, out))
     }
 }
 

@@ -296,6 +296,12 @@ fn run(cli: Cli) -> Result<ExitCode> {
 }
 
 fn main() -> ExitCode {
+    // candle asks the OS for the CPU count on every matmul unless this is set
+    // (about 25% of batch-1 decode time); set it once, before any thread starts.
+    if std::env::var_os("RAYON_NUM_THREADS").is_none() {
+        let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+        std::env::set_var("RAYON_NUM_THREADS", threads.to_string());
+    }
     let cli = Cli::parse();
     match run(cli) {
         Ok(code) => code,

@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use anyhow::{Context, Result};
 use candle_core::{DType, Device};
 use policy::chat::{apply_chatml, ChatMessage};
-use policy::sample::{sample, SampleOptions};
+use policy::sample::{sample_cached, SampleOptions};
 
 fn load(model: &str) -> Result<(policy::Llama, policy::Tokenizer)> {
     policy::load_model(model, DType::F32, &Device::Cpu)
@@ -102,9 +102,10 @@ pub fn generate(args: &GenerateArgs) -> Result<ExitCode> {
         seed: args.seed,
         ..SampleOptions::chat_defaults(&tok)
     };
-    let s = sample(&model, &tok, &ids, &opts)?;
+    let s = sample_cached(&model, &tok, &ids, &opts)?;
     let json = serde_json::json!({
-        "text": s.text, "ids": s.ids, "logprobs": s.logprobs, "stopped": s.stopped,
+        "text": s.text, "ids": s.ids, "logprobs": s.logprobs, "stopped": s.stopped(),
+        "stop_reason": s.stop_reason,
     });
     println!("{json}");
     Ok(ExitCode::SUCCESS)

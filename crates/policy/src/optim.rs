@@ -1,0 +1,371 @@
+//! Training primitives: AdamW (PyTorch semantics), global-norm gradient clipping, gradient
+//! accumulation, the SFT and PPO-clip losses and a one-call training step.
+//!
+//! Gradients are candle [`GradStore`]s (what `loss.backward()` returns), keyed by the
+//! parameters' tensor ids. The optimizer holds the named parameters ([`Llama::named_vars`]).
+
+use crate::error::{PolicyError, Result};
+use crate::logprobs::{response_scores, ResponseBatch, TokenScores};
+use crate::model::Llama;
+use candle_core::{backprop::GradStore, DType, Tensor, Var};
+
+/// AdamW hyper-parameters. Defaults are `torch.optim.AdamW`'s.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct AdamWConfig {
+    pub lr: f64,
+    pub beta1: f64,
+    pub beta2: f64,
+    pub eps: f64,
+    /// Decoupled weight decay: `p -= lr * weight_decay * p` before the Adam update.
+    pub weight_decay: f64,
+}
+
+impl Default for AdamWConfig {
+    fn default() -> Self {
+        Self {
+            lr: 1e-3,
+            beta1: 0.9,
+            beta2: 0.999,
+            eps: 1e-8,
+            weight_decay: 1e-2,
+        }
+    }
+}
+
+/// One parameter and its Adam state.
+#[derive(Debug)]
+pub(crate) struct ParamState {
+    pub(crate) name: String,
+    pub(crate) var: Var,
+    /// First moment (`exp_avg`), `None` until the parameter first gets a gradient.
+    pub(crate) m: Option<Tensor>,
+    /// Second moment (`exp_avg_sq`).
+    pub(crate) v: Option<Tensor>,
+    /// Number of updates this parameter received (PyTorch keeps it per parameter).
+    pub(crate) step: u64,
+}
+
+/// AdamW over a list of named parameters, as `torch.optim.AdamW` (amsgrad off, not
+/// maximizing). For each parameter with a gradient `g`, at its step `t` (1-based):
+///
+/// ```text
+/// p <- p - lr * wd * p
+/// m <- b1 m + (1 - b1) g
+/// v <- b2 v + (1 - b2) g^2
+/// p <- p - (lr / (1 - b1^t)) * m / (sqrt(v) / sqrt(1 - b2^t) + eps)
+/// ```
+///
+/// Parameters without a gradient in the store are skipped entirely (no decay, no state change),
+/// as in PyTorch.
+#[derive(Debug)]
+pub struct AdamW {
+    cfg: AdamWConfig,
+    pub(crate) params: Vec<ParamState>,
+    pub(crate) steps: u64,
+}
+
+impl AdamW {
+    pub fn new(vars: Vec<(String, Var)>, cfg: AdamWConfig) -> Result<Self> {
+        let mut seen = std::collections::HashSet::new();
+        for (name, _) in &vars {
+            if !seen.insert(name.clone()) {
+                return Err(PolicyError::Input(format!(
+                    "AdamW: parameter name {name} given twice"
+                )));
+            }
+        }
+        Ok(Self {
+            cfg,
+            params: vars
+                .into_iter()
+                .map(|(name, var)| ParamState {
+                    name,
+                    var,
+                    m: None,
+                    v: None,
+                    step: 0,
+                })
+                .collect(),
+            steps: 0,
+        })
+    }
+
+    /// An optimizer over every parameter of `model`.
+    pub fn for_model(model: &Llama, cfg: AdamWConfig) -> Result<Self> {
+        Self::new(model.named_vars(), cfg)
+    }
+
+    pub fn config(&self) -> &AdamWConfig {
+        &self.cfg
+    }
+    pub fn config_mut(&mut self) -> &mut AdamWConfig {
+        &mut self.cfg
+    }
+    pub fn set_lr(&mut self, lr: f64) {
+        self.cfg.lr = lr;
+    }
+    /// Number of calls to [`AdamW::step`] so far.
+    pub fn step_count(&self) -> u64 {
+        self.steps
+    }
+    /// The parameters, in order.
+    pub fn vars(&self) -> Vec<(String, Var)> {
+        self.params
+            .iter()
+            .map(|p| (p.name.clone(), p.var.clone()))
+            .collect()
+    }
+
+    /// The Adam moments of parameter `name` (`exp_avg`, `exp_avg_sq`) and its step, if it has
+    /// been updated at least once.
+    pub fn moments(&self, name: &str) -> Option<(Tensor, Tensor, u64)> {
+        let p = self.params.iter().find(|p| p.name == name)?;
+        Some((p.m.clone()?, p.v.clone()?, p.step))
+    }
+
+    /// Apply one update with the gradients in `grads`.
+    pub fn step(&mut self, grads: &GradStore) -> Result<()> {
+        let AdamWConfig {
+            lr,
+            beta1: b1,
+            beta2: b2,
+            eps,
+            weight_decay: wd,
+        } = self.cfg;
+        for p in self.params.iter_mut() {
+            let Some(g) = grads.get(p.var.as_tensor()) else {
+                continue;
+            };
+            let dtype = p.var.dtype();
+            let g = g.detach().to_dtype(dtype)?;
+            if g.dims() != p.var.dims() {
+                return Err(PolicyError::Input(format!(
+                    "gradient of {} has shape {:?}, parameter {:?}",
+                    p.name,
+                    g.dims(),
+                    p.var.dims()
+                )));
+            }
+            p.step += 1;
+            let t = p.step as i32;
+            let mut w = p.var.as_tensor().detach();
+            if wd != 0.0 {
+                w = (w * (1.0 - lr * wd))?;
+            }
+            let m = match &p.m {
+                Some(m) => ((m * b1)? + (&g * (1.0 - b1))?)?,
+                None => (&g * (1.0 - b1))?,
+            };
+            let g2 = g.sqr()?;
+            let v = match &p.v {
+                Some(v) => ((v * b2)? + (g2 * (1.0 - b2))?)?,
+                None => (g2 * (1.0 - b2))?,
+            };
+            let bc1 = 1.0 - b1.powi(t);
+            let bc2 = 1.0 - b2.powi(t);
+            let step_size = lr / bc1;
+            let denom = ((v.sqrt()? / bc2.sqrt())? + eps)?;
+            let update = ((&m / denom)? * step_size)?;
+            p.var.set(&(w - update)?)?;
+            p.m = Some(m);
+            p.v = Some(v);
+        }
+        self.steps += 1;
+        Ok(())
+    }
+
+    /// Global L2 norm of this optimizer's gradients in `grads`.
+    pub fn grad_norm(&self, grads: &GradStore) -> Result<f64> {
+        let vars: Vec<Var> = self.params.iter().map(|p| p.var.clone()).collect();
+        grad_norm(&vars, grads)
+    }
+
+    /// [`clip_grad_norm`] over this optimizer's parameters.
+    pub fn clip_grad_norm(&self, grads: &mut GradStore, max_norm: f64) -> Result<f64> {
+        let vars: Vec<Var> = self.params.iter().map(|p| p.var.clone()).collect();
+        clip_grad_norm(&vars, grads, max_norm)
+    }
+}
+
+/// Global L2 norm over the gradients of `vars` present in `grads` (computed in f64).
+pub fn grad_norm(vars: &[Var], grads: &GradStore) -> Result<f64> {
+    let mut total = 0f64;
+    for var in vars {
+        if let Some(g) = grads.get(var.as_tensor()) {
+            total += g
+                .to_dtype(DType::F64)?
+                .sqr()?
+                .sum_all()?
+                .to_scalar::<f64>()?;
+        }
+    }
+    Ok(total.sqrt())
+}
+
+/// Scale the gradients of `vars` in place so that their global L2 norm is at most `max_norm`,
+/// as `torch.nn.utils.clip_grad_norm_`: coefficient `max_norm / (norm + 1e-6)`, applied only
+/// when below 1. Returns the norm before clipping.
+pub fn clip_grad_norm(vars: &[Var], grads: &mut GradStore, max_norm: f64) -> Result<f64> {
+    let norm = grad_norm(vars, grads)?;
+    if !norm.is_finite() {
+        return Err(PolicyError::Input(format!(
+            "gradient norm is not finite ({norm})"
+        )));
+    }
+    let coef = max_norm / (norm + 1e-6);
+    if coef < 1.0 {
+        for var in vars {
+            if let Some(g) = grads.remove(var.as_tensor()) {
+                grads.insert(var.as_tensor(), (g * coef)?);
+            }
+        }
+    }
+    Ok(norm)
+}
+
+/// Sums gradients over micro-batches. Only the gradients of its parameters are kept (so the
+/// rest of each store is freed). Scale each micro-batch's loss (e.g. by its share of the
+/// tokens) so that the sum is the full batch's gradient.
+#[derive(Debug)]
+pub struct Accumulator {
+    vars: Vec<Var>,
+    sum: GradStore,
+    micro_batches: usize,
+}
+
+impl Accumulator {
+    pub fn new(vars: &[(String, Var)]) -> Self {
+        Self {
+            vars: vars.iter().map(|(_, v)| v.clone()).collect(),
+            sum: GradStore::default(),
+            micro_batches: 0,
+        }
+    }
+
+    /// Add one micro-batch's gradients.
+    pub fn add(&mut self, mut grads: GradStore) -> Result<()> {
+        for var in &self.vars {
+            if let Some(g) = grads.remove(var.as_tensor()) {
+                let g = g.detach();
+                let sum = match self.sum.remove(var.as_tensor()) {
+                    Some(s) => (s + g)?,
+                    None => g,
+                };
+                self.sum.insert(var.as_tensor(), sum);
+            }
+        }
+        self.micro_batches += 1;
+        Ok(())
+    }
+
+    pub fn micro_batches(&self) -> usize {
+        self.micro_batches
+    }
+
+    /// The summed gradients (clip them, then pass to [`AdamW::step`]); resets the accumulator.
+    pub fn take(&mut self) -> GradStore {
+        self.micro_batches = 0;
+        std::mem::take(&mut self.sum)
+    }
+}
+
+/// `sum(x * mask) / sum(mask)` over all elements (a token-level mean over the batch).
+pub fn masked_mean(x: &Tensor, mask: &Tensor) -> Result<Tensor> {
+    let mask = mask.to_dtype(x.dtype())?;
+    let n = mask.sum_all()?.to_dtype(DType::F64)?.to_scalar::<f64>()?;
+    if n <= 0.0 {
+        return Err(PolicyError::Input("masked mean over an empty mask".into()));
+    }
+    Ok(((x * &mask)?.sum_all()? / n)?)
+}
+
+/// SFT loss: mean negative log-prob over the masked tokens, `-sum(logp * mask) / sum(mask)`.
+/// `mask` may hold per-token weights (the denominator is then their sum).
+pub fn sft_loss(logp: &Tensor, mask: &Tensor) -> Result<Tensor> {
+    masked_mean(&logp.neg()?, mask)
+}
+
+/// PPO clipped-surrogate loss (to minimize), token-level mean over the mask:
+/// `-mean(min(r * A, clip(r, 1 - eps, 1 + eps) * A))` with `r = exp(logp - old_logp)`.
+/// `old_logp` and `advantages` are constants (detached). The gradient is `-r * A / n` where the
+/// unclipped term is the minimum and 0 where the clipped one is (ties count as unclipped).
+pub fn ppo_clip_loss(
+    logp: &Tensor,
+    old_logp: &Tensor,
+    advantages: &Tensor,
+    mask: &Tensor,
+    eps: f64,
+) -> Result<Tensor> {
+    let dtype = logp.dtype();
+    let old = old_logp.detach().to_dtype(dtype)?;
+    let adv = advantages.detach().to_dtype(dtype)?;
+    let ratio = (logp - &old)?.exp()?;
+    let r = ratio.detach();
+    let unclipped = (&ratio * &adv)?;
+    let clipped = (r.clamp(1.0 - eps, 1.0 + eps)? * &adv)?;
+    // Where the clipped objective is strictly smaller it is the minimum, and it is constant.
+    let use_clipped = clipped.lt(&unclipped.detach())?;
+    let objective = use_clipped.where_cond(&clipped, &unclipped)?;
+    masked_mean(&objective.neg()?, mask)
+}
+
+/// The objective of a [`train_step`].
+#[derive(Debug, Clone)]
+pub enum Objective {
+    /// Mean negative log-prob of the response tokens.
+    Sft,
+    /// PPO clip with the sampling policy's log-probs and per-token advantages, both
+    /// `[batch, seq - 1]` aligned with the batch's response mask.
+    PpoClip {
+        old_logp: Tensor,
+        advantages: Tensor,
+        clip_eps: f64,
+    },
+}
+
+impl Objective {
+    /// The loss for `scores` of a batch with response mask `mask`.
+    pub fn loss(&self, scores: &TokenScores, mask: &Tensor) -> Result<Tensor> {
+        match self {
+            Objective::Sft => sft_loss(&scores.logprobs, mask),
+            Objective::PpoClip {
+                old_logp,
+                advantages,
+                clip_eps,
+            } => ppo_clip_loss(&scores.logprobs, old_logp, advantages, mask, *clip_eps),
+        }
+    }
+}
+
+/// What a [`train_step`] did.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct StepStats {
+    pub loss: f64,
+    /// Global gradient norm before clipping.
+    pub grad_norm: f64,
+}
+
+/// Forward, loss, backward, clip (if `max_grad_norm` is given) and one AdamW step.
+pub fn train_step(
+    model: &Llama,
+    opt: &mut AdamW,
+    batch: &ResponseBatch,
+    objective: &Objective,
+    max_grad_norm: Option<f64>,
+) -> Result<StepStats> {
+    let scores = response_scores(model, batch)?;
+    let loss = objective.loss(&scores, &batch.response_mask)?;
+    let loss_value = loss.to_dtype(DType::F64)?.to_scalar::<f64>()?;
+    let mut grads = loss.backward()?;
+    drop(scores);
+    drop(loss);
+    let grad_norm = match max_grad_norm {
+        Some(max) => opt.clip_grad_norm(&mut grads, max)?,
+        None => opt.grad_norm(&grads)?,
+    };
+    opt.step(&grads)?;
+    Ok(StepStats {
+        loss: loss_value,
+        grad_norm,
+    })
+}
