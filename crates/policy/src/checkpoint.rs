@@ -102,8 +102,14 @@ pub fn llama_config_from_hf(v: &Value) -> Result<LlamaConfig> {
         num_heads,
         num_kv_heads,
         head_dim,
-        rope_theta: v.get("rope_theta").and_then(Value::as_f64).unwrap_or(10_000.0),
-        rms_norm_eps: v.get("rms_norm_eps").and_then(Value::as_f64).unwrap_or(1e-6),
+        rope_theta: v
+            .get("rope_theta")
+            .and_then(Value::as_f64)
+            .unwrap_or(10_000.0),
+        rms_norm_eps: v
+            .get("rms_norm_eps")
+            .and_then(Value::as_f64)
+            .unwrap_or(1e-6),
         max_position: usize_of("max_position_embeddings")?,
         tie_word_embeddings: v
             .get("tie_word_embeddings")
@@ -120,8 +126,7 @@ fn write_file(path: &Path, bytes: &[u8]) -> Result<()> {
 
 fn read_json(path: &Path) -> Result<Value> {
     let text = std::fs::read_to_string(path).map_err(|e| PolicyError::io(path, e))?;
-    serde_json::from_str(&text)
-        .map_err(|e| PolicyError::Config(format!("{}: {e}", path.display())))
+    serde_json::from_str(&text).map_err(|e| PolicyError::Config(format!("{}: {e}", path.display())))
 }
 
 /// Save the model's weights (in its dtype) and `config.json` into `dir` (created if needed).
@@ -145,9 +150,10 @@ fn weight_files(dir: &Path) -> Result<Vec<std::path::PathBuf>> {
     let index = dir.join("model.safetensors.index.json");
     if index.exists() {
         let v = read_json(&index)?;
-        let map = v.get("weight_map").and_then(Value::as_object).ok_or_else(|| {
-            PolicyError::Config(format!("{}: no weight_map", index.display()))
-        })?;
+        let map = v
+            .get("weight_map")
+            .and_then(Value::as_object)
+            .ok_or_else(|| PolicyError::Config(format!("{}: no weight_map", index.display())))?;
         let mut files: Vec<String> = map
             .values()
             .filter_map(|f| f.as_str().map(str::to_string))
@@ -276,12 +282,17 @@ pub fn load_optimizer_into(opt: &mut AdamW, dir: &Path) -> Result<()> {
         .ok_or_else(|| bad("missing params"))?;
     let mut saved: HashMap<String, u64> = HashMap::new();
     for p in params {
-        let name = p.get("name").and_then(Value::as_str).ok_or_else(|| bad("param name"))?;
-        let step = p.get("step").and_then(Value::as_u64).ok_or_else(|| bad("param step"))?;
+        let name = p
+            .get("name")
+            .and_then(Value::as_str)
+            .ok_or_else(|| bad("param name"))?;
+        let step = p
+            .get("step")
+            .and_then(Value::as_u64)
+            .ok_or_else(|| bad("param step"))?;
         saved.insert(name.to_string(), step);
     }
-    if saved.len() != opt.params.len() || opt.params.iter().any(|p| !saved.contains_key(&p.name))
-    {
+    if saved.len() != opt.params.len() || opt.params.iter().any(|p| !saved.contains_key(&p.name)) {
         return Err(bad("parameter names differ from the optimizer's"));
     }
     let path = dir.join(OPTIMIZER_FILE);
@@ -296,9 +307,11 @@ pub fn load_optimizer_into(opt: &mut AdamW, dir: &Path) -> Result<()> {
             match tensors.remove(&format!("{}.{suffix}", p.name)) {
                 None if step == 0 => Ok(None),
                 None => Err(bad(&format!("no {suffix} for {}", p.name))),
-                Some(t) if t.dims() != p.var.dims() => {
-                    Err(bad(&format!("{}.{suffix} has shape {:?}", p.name, t.dims())))
-                }
+                Some(t) if t.dims() != p.var.dims() => Err(bad(&format!(
+                    "{}.{suffix} has shape {:?}",
+                    p.name,
+                    t.dims()
+                ))),
                 Some(t) => Ok(Some(t.to_dtype(dtype)?.to_device(&device)?)),
             }
         };

@@ -6,8 +6,7 @@ use policy::checkpoint;
 use policy::logprobs::{response_scores, ResponseBatch};
 use policy::model::{Llama, LlamaConfig};
 use policy::optim::{
-    clip_grad_norm, ppo_clip_loss, sft_loss, train_step, Accumulator, AdamW, AdamWConfig,
-    Objective,
+    clip_grad_norm, ppo_clip_loss, sft_loss, train_step, Accumulator, AdamW, AdamWConfig, Objective,
 };
 
 fn scalar(v: &Var) -> f64 {
@@ -60,8 +59,11 @@ fn adamw_three_steps_match_hand_derivation() {
         eps: 1e-8,
         weight_decay: 0.0,
     };
-    let mut opt = AdamW::new(vec![("w1".into(), w1.clone()), ("w2".into(), w2.clone())], cfg)
-        .unwrap();
+    let mut opt = AdamW::new(
+        vec![("w1".into(), w1.clone()), ("w2".into(), w2.clone())],
+        cfg,
+    )
+    .unwrap();
     // Exact expressions of the derivation above, evaluated in f64.
     let step1_w1 = 1.0 - 0.1 * 1.0 / (1.0 + 1e-8);
     let m2 = 0.9 * 0.1 + 0.1 * step1_w1;
@@ -104,17 +106,37 @@ fn adamw_weight_decay_is_decoupled() {
         weight_decay: 0.5,
         ..AdamWConfig::default()
     };
-    let mut opt = AdamW::new(vec![("w".into(), w.clone()), ("idle".into(), idle.clone())], cfg)
-        .unwrap();
+    let mut opt = AdamW::new(
+        vec![("w".into(), w.clone()), ("idle".into(), idle.clone())],
+        cfg,
+    )
+    .unwrap();
     let adam = 0.1 * 3.0 / (3.0 + 1e-8);
-    let grads = || (w.as_tensor() * 3.0).unwrap().sum_all().unwrap().backward().unwrap();
+    let grads = || {
+        (w.as_tensor() * 3.0)
+            .unwrap()
+            .sum_all()
+            .unwrap()
+            .backward()
+            .unwrap()
+    };
     opt.step(&grads()).unwrap();
     close(scalar(&w), 2.0 * 0.95 - adam, 1e-12, "step 1");
     close(scalar(&w), 1.8, 1e-8, "step 1 decimal");
     let (m, _, _) = opt.moments("w").unwrap();
-    close(m.to_vec1::<f64>().unwrap()[0], 0.3, 1e-15, "m excludes decay");
+    close(
+        m.to_vec1::<f64>().unwrap()[0],
+        0.3,
+        1e-15,
+        "m excludes decay",
+    );
     opt.step(&grads()).unwrap();
-    close(scalar(&w), (2.0 * 0.95 - adam) * 0.95 - adam, 1e-12, "step 2");
+    close(
+        scalar(&w),
+        (2.0 * 0.95 - adam) * 0.95 - adam,
+        1e-12,
+        "step 2",
+    );
     close(scalar(&w), 1.61, 1e-8, "step 2 decimal");
     assert_eq!(scalar(&idle), 5.0);
     assert!(opt.moments("idle").is_none());
@@ -134,7 +156,8 @@ fn clip_grad_norm_like_torch() {
             .unwrap()
     };
     let vars = [a.clone(), b.clone()];
-    let g = |grads: &GradStore, v: &Var| grads.get(v.as_tensor()).unwrap().to_vec1::<f64>().unwrap()[0];
+    let g =
+        |grads: &GradStore, v: &Var| grads.get(v.as_tensor()).unwrap().to_vec1::<f64>().unwrap()[0];
 
     let mut grads = make();
     let norm = clip_grad_norm(&vars, &mut grads, 1.0).unwrap();
@@ -229,21 +252,35 @@ fn ppo_clip_loss_hand_values() {
         .zip(ratios)
         .map(|(o, r)| o + r.ln())
         .collect();
-    let logp = Var::from_tensor(&Tensor::new(logp.as_slice(), &dev).unwrap().unsqueeze(0).unwrap())
-        .unwrap();
+    let logp = Var::from_tensor(
+        &Tensor::new(logp.as_slice(), &dev)
+            .unwrap()
+            .unsqueeze(0)
+            .unwrap(),
+    )
+    .unwrap();
     let adv = Tensor::new(&[[1.0f64, 1.0, -2.0, 5.0, -1.0]], &dev).unwrap();
     let mask = Tensor::new(&[[1.0f64, 1.0, 1.0, 0.0, 1.0]], &dev).unwrap();
     let loss = ppo_clip_loss(logp.as_tensor(), &old, &adv, &mask, 0.2).unwrap();
     close(loss.to_scalar::<f64>().unwrap(), 0.25, 1e-12, "ppo loss");
     let grads = loss.backward().unwrap();
-    let g = grads.get(logp.as_tensor()).unwrap().to_vec2::<f64>().unwrap();
+    let g = grads
+        .get(logp.as_tensor())
+        .unwrap()
+        .to_vec2::<f64>()
+        .unwrap();
     let want = [0.0, -0.5 / 4.0, 0.0, 0.0, 1.1 / 4.0];
     for (i, (a, b)) in g[0].iter().zip(want).enumerate() {
         close(*a, b, 1e-12, &format!("ppo gradient {i}"));
     }
     // At r = 1 everywhere the loss is -mean(A) over the mask.
     let same = ppo_clip_loss(&old, &old, &adv, &mask, 0.2).unwrap();
-    close(same.to_scalar::<f64>().unwrap(), -(1.0 + 1.0 - 2.0 - 1.0) / 4.0, 1e-12, "r = 1");
+    close(
+        same.to_scalar::<f64>().unwrap(),
+        -(1.0 + 1.0 - 2.0 - 1.0) / 4.0,
+        1e-12,
+        "r = 1",
+    );
 }
 
 /// 30 SFT steps on one short sequence cut its loss by more than half.
@@ -294,7 +331,12 @@ fn ppo_step_raises_logprob_of_advantaged_response() {
     let batch = ResponseBatch::new(&pairs, 0, 64, DType::F32, &dev).unwrap();
     let resp_logp = |m: &Llama| {
         let s = response_scores(m, &batch).unwrap();
-        (s.logprobs * &batch.response_mask).unwrap().sum_all().unwrap().to_scalar::<f32>().unwrap()
+        (s.logprobs * &batch.response_mask)
+            .unwrap()
+            .sum_all()
+            .unwrap()
+            .to_scalar::<f32>()
+            .unwrap()
     };
     let old = response_scores(&model, &batch).unwrap().logprobs.detach();
     let before = resp_logp(&model);
@@ -304,7 +346,11 @@ fn ppo_step_raises_logprob_of_advantaged_response() {
         clip_eps: 0.2,
     };
     let stats = train_step(&model, &mut opt, &batch, &obj, Some(1.0)).unwrap();
-    assert!((stats.loss + 1.0).abs() < 1e-6, "loss at r = 1 is -mean(A) = -1: {}", stats.loss);
+    assert!(
+        (stats.loss + 1.0).abs() < 1e-6,
+        "loss at r = 1 is -mean(A) = -1: {}",
+        stats.loss
+    );
     let after = resp_logp(&model);
     assert!(after > before, "{before} -> {after}");
 }
@@ -327,17 +373,19 @@ fn hf_checkpoint_round_trip() {
         let dir = tmp_dir(&format!("hf-{tie}"));
         checkpoint::save_model(&model, &dir).unwrap();
 
-        let names: Vec<String> = candle_core::safetensors::load(dir.join("model.safetensors"), &dev)
-            .unwrap()
-            .into_keys()
-            .collect();
+        let names: Vec<String> =
+            candle_core::safetensors::load(dir.join("model.safetensors"), &dev)
+                .unwrap()
+                .into_keys()
+                .collect();
         assert_eq!(names.len(), cfg.parameter_shapes().len());
         assert!(names.contains(&"model.embed_tokens.weight".to_string()));
         assert!(names.contains(&"model.layers.1.self_attn.q_proj.weight".to_string()));
         assert!(names.contains(&"model.norm.weight".to_string()));
         assert_eq!(names.contains(&"lm_head.weight".to_string()), !tie);
         let json: serde_json::Value =
-            serde_json::from_str(&std::fs::read_to_string(dir.join("config.json")).unwrap()).unwrap();
+            serde_json::from_str(&std::fs::read_to_string(dir.join("config.json")).unwrap())
+                .unwrap();
         assert_eq!(json["architectures"][0], "LlamaForCausalLM");
         assert_eq!(json["num_key_value_heads"], 2);
         assert_eq!(json["tie_word_embeddings"], tie);
@@ -345,14 +393,32 @@ fn hf_checkpoint_round_trip() {
         let loaded = checkpoint::load_model(&dir, DType::F32, &dev).unwrap();
         assert_eq!(loaded.config(), &cfg);
         let ids = Tensor::new(&[[1u32, 7, 3, 30, 2, 11]], &dev).unwrap();
-        let a = model.forward(&ids).unwrap().flatten_all().unwrap().to_vec1::<f32>().unwrap();
-        let b = loaded.forward(&ids).unwrap().flatten_all().unwrap().to_vec1::<f32>().unwrap();
+        let a = model
+            .forward(&ids)
+            .unwrap()
+            .flatten_all()
+            .unwrap()
+            .to_vec1::<f32>()
+            .unwrap();
+        let b = loaded
+            .forward(&ids)
+            .unwrap()
+            .flatten_all()
+            .unwrap()
+            .to_vec1::<f32>()
+            .unwrap();
         assert_eq!(a, b, "logits differ after the round trip (tied = {tie})");
 
         // Loading into an existing model of another seed.
         let other = Llama::random(cfg, DType::F32, &dev, 10).unwrap();
         checkpoint::load_weights_into(&other, &dir).unwrap();
-        let c = other.forward(&ids).unwrap().flatten_all().unwrap().to_vec1::<f32>().unwrap();
+        let c = other
+            .forward(&ids)
+            .unwrap()
+            .flatten_all()
+            .unwrap()
+            .to_vec1::<f32>()
+            .unwrap();
         assert_eq!(a, c);
         std::fs::remove_dir_all(&dir).unwrap();
     }
@@ -368,15 +434,24 @@ fn checkpoint_errors_are_clear() {
     // Wrong architecture.
     let cfg_path = dir.join("config.json");
     let text = std::fs::read_to_string(&cfg_path).unwrap();
-    std::fs::write(&cfg_path, text.replace("\"llama\"", "\"mamba\"").replace("LlamaForCausalLM", "MambaForCausalLM")).unwrap();
-    let err = checkpoint::load_model(&dir, DType::F32, &dev).unwrap_err().to_string();
+    std::fs::write(
+        &cfg_path,
+        text.replace("\"llama\"", "\"mamba\"")
+            .replace("LlamaForCausalLM", "MambaForCausalLM"),
+    )
+    .unwrap();
+    let err = checkpoint::load_model(&dir, DType::F32, &dev)
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("architecture"), "{err}");
     std::fs::write(&cfg_path, &text).unwrap();
     // Truncated weights.
     let w = dir.join("model.safetensors");
     let bytes = std::fs::read(&w).unwrap();
     std::fs::write(&w, &bytes[..bytes.len() / 2]).unwrap();
-    let err = checkpoint::load_model(&dir, DType::F32, &dev).unwrap_err().to_string();
+    let err = checkpoint::load_model(&dir, DType::F32, &dev)
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("safetensors"), "{err}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
@@ -423,9 +498,23 @@ fn exact_resume_from_checkpoint() {
     assert_eq!(opt_r.config().lr, 5e-3);
     step(&resumed, &mut opt_r);
 
-    for ((name, a), (_, b)) in straight.named_vars().iter().zip(resumed.named_vars().iter()) {
-        let a = a.as_tensor().flatten_all().unwrap().to_vec1::<f32>().unwrap();
-        let b = b.as_tensor().flatten_all().unwrap().to_vec1::<f32>().unwrap();
+    for ((name, a), (_, b)) in straight
+        .named_vars()
+        .iter()
+        .zip(resumed.named_vars().iter())
+    {
+        let a = a
+            .as_tensor()
+            .flatten_all()
+            .unwrap()
+            .to_vec1::<f32>()
+            .unwrap();
+        let b = b
+            .as_tensor()
+            .flatten_all()
+            .unwrap()
+            .to_vec1::<f32>()
+            .unwrap();
         assert_eq!(a, b, "{name} differs after resume");
     }
     std::fs::remove_dir_all(&dir).unwrap();
