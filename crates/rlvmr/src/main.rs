@@ -11,6 +11,7 @@ use clap::{Parser, Subcommand};
 use alfworld::{AlfworldData, Split};
 
 mod model_cmd;
+mod jsonl;
 mod score;
 
 #[derive(Parser)]

@@ -25,7 +25,7 @@ struct LogprobsRequest {
 /// input line (to stdout): the scored ids and log-probs, or `{"line": n, "error": ..}`.
 /// Exit status 1 when any line failed.
 pub fn logprobs(model: &str, input: Option<&Path>) -> Result<ExitCode> {
-    let mut reader: Box<dyn BufRead> = match input {
+    let reader: Box<dyn BufRead> = match input {
         Some(p) => Box::new(io::BufReader::new(
             std::fs::File::open(p).with_context(|| format!("opening {}", p.display()))?,
         )),
@@ -35,18 +35,7 @@ pub fn logprobs(model: &str, input: Option<&Path>) -> Result<ExitCode> {
     let stdout = io::stdout();
     let mut out = stdout.lock();
     let mut failed = 0usize;
-    let mut buf = Vec::new();
-    let mut n = 0;
-    loop {
-        buf.clear();
-        if reader.read_until(b'\n', &mut buf).context("reading input")? == 0 {
-            break;
-        }
-        n += 1;
-        let line = std::str::from_utf8(&buf).map_err(|_| "the line is not valid UTF-8".to_string());
-        if line.as_ref().is_ok_and(|l| l.trim().is_empty()) {
-            continue;
-        }
+    crate::jsonl::for_each_line(reader, |n, line| {
         let result = line
             .and_then(|l| serde_json::from_str::<LogprobsRequest>(l).map_err(|e| format!("malformed JSON line: {e}")))
             .and_then(|req| {
@@ -62,7 +51,8 @@ pub fn logprobs(model: &str, input: Option<&Path>) -> Result<ExitCode> {
             }
         };
         writeln!(out, "{json}")?;
-    }
+        Ok(())
+    })?;
     out.flush()?;
     Ok(if failed > 0 {
         ExitCode::from(1)

@@ -1,6 +1,6 @@
 //! `rlvmr score`: JSON lines in, the same episodes with scores out.
 
-use std::io::{self, BufRead, Write};
+use std::io::{self, Write};
 use std::path::Path;
 use std::process::ExitCode;
 
@@ -29,19 +29,15 @@ enum Line {
     Failed(String),
 }
 
-fn read_line(raw: &[u8]) -> Option<Line> {
-    let Ok(text) = std::str::from_utf8(raw) else { return Some(Line::Failed("the line is not valid UTF-8".into())) };
-    if text.trim().is_empty() {
-        return None;
-    }
+fn read_line(text: &str) -> Line {
     let value: Value = match serde_json::from_str(text) {
         Ok(v) => v,
-        Err(e) => return Some(Line::Failed(format!("malformed JSON: {e}"))),
+        Err(e) => return Line::Failed(format!("malformed JSON: {e}")),
     };
-    let Value::Object(map) = value else { return Some(Line::Failed("expected a JSON object".into())) };
+    let Value::Object(map) = value else { return Line::Failed("expected a JSON object".into()) };
     match serde_json::from_value::<EpisodeIn>(Value::Object(map.clone())) {
-        Ok(e) => Some(Line::Episode(map, e)),
-        Err(e) => Some(Line::Failed(format!("not an episode: {e}"))),
+        Ok(e) => Line::Episode(map, e),
+        Err(e) => Line::Failed(format!("not an episode: {e}")),
     }
 }
 
@@ -61,19 +57,10 @@ fn merge(mut original: Map<String, Value>, scored: &rlvmr_core::EpisodeScore) ->
 pub fn run(algo: Option<&str>, config: Option<&Path>) -> Result<ExitCode> {
     let config = load_config(config, algo)?;
     let mut lines: Vec<(usize, Line)> = Vec::new();
-    let mut input = io::stdin().lock();
-    let mut buf = Vec::new();
-    let mut line_no = 0;
-    loop {
-        buf.clear();
-        if input.read_until(b'\n', &mut buf)? == 0 {
-            break;
-        }
-        line_no += 1;
-        if let Some(line) = read_line(&buf) {
-            lines.push((line_no, line));
-        }
-    }
+    crate::jsonl::for_each_line(io::stdin().lock(), |n, line| {
+        lines.push((n, line.map_or_else(Line::Failed, read_line)));
+        Ok(())
+    })?;
     let episodes: Vec<EpisodeIn> = lines.iter().filter_map(|(_, l)| if let Line::Episode(_, e) = l { Some(e.clone()) } else { None }).collect();
     let scored = rlvmr_core::score(&config, &episodes).map_err(|e| anyhow::anyhow!("{e}"))?;
     let mut scored = scored.into_iter();
