@@ -8,6 +8,7 @@
 pub mod assets;
 pub mod chat;
 pub mod checkpoint;
+pub mod device;
 pub mod error;
 pub mod gguf;
 pub mod logprobs;

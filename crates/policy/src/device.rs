@@ -1,0 +1,83 @@
+//! Where tensors live: the CPU, or an NVIDIA GPU when built with the `cuda` feature.
+
+use candle_core::Device;
+
+use crate::error::{PolicyError, Result};
+
+/// The environment variable that picks the device when no explicit choice is given
+/// (tests read it too, so the same suite runs on a GPU machine).
+pub const DEVICE_ENV: &str = "RLVMR_DEVICE";
+
+/// Parse a device name: `cpu`, `cuda` (GPU 0), `cuda:N`, or `auto` (the first GPU when the
+/// binary was built with `cuda` and one is present, else the CPU).
+pub fn parse(spec: &str) -> Result<Device> {
+    let spec = spec.trim();
+    match spec {
+        "cpu" => Ok(Device::Cpu),
+        "auto" => Ok(auto()),
+        "cuda" => cuda(0),
+        _ => match spec.strip_prefix("cuda:").map(str::parse::<usize>) {
+            Some(Ok(ordinal)) => cuda(ordinal),
+            _ => Err(PolicyError::Input(format!(
+                "unknown device {spec:?}: expected cpu, cuda, cuda:N or auto"
+            ))),
+        },
+    }
+}
+
+/// The device named by `$RLVMR_DEVICE`, or the CPU when it is unset.
+pub fn from_env() -> Result<Device> {
+    match std::env::var(DEVICE_ENV) {
+        Ok(spec) => parse(&spec),
+        Err(_) => Ok(Device::Cpu),
+    }
+}
+
+fn auto() -> Device {
+    if cfg!(feature = "cuda") {
+        if let Ok(device) = Device::new_cuda(0) {
+            return device;
+        }
+    }
+    Device::Cpu
+}
+
+fn cuda(ordinal: usize) -> Result<Device> {
+    if !cfg!(feature = "cuda") {
+        return Err(PolicyError::Input(
+            "this build has no CUDA support: rebuild with `--features cuda` (tools/cuda/build.sh)"
+                .into(),
+        ));
+    }
+    Device::new_cuda(ordinal)
+        .map_err(|e| PolicyError::Input(format!("cannot open CUDA device {ordinal}: {e}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_cpu_and_rejects_unknown_names() {
+        assert!(parse("cpu").unwrap().is_cpu());
+        assert!(parse(" cpu ").unwrap().is_cpu());
+        let err = parse("tpu").unwrap_err().to_string();
+        assert!(err.contains("\"tpu\""), "{err}");
+        assert!(parse("cuda:x").is_err());
+    }
+
+    #[test]
+    fn auto_falls_back_to_cpu_without_a_gpu() {
+        let device = parse("auto").unwrap();
+        if !cfg!(feature = "cuda") {
+            assert!(device.is_cpu());
+        }
+    }
+
+    #[cfg(not(feature = "cuda"))]
+    #[test]
+    fn cuda_without_the_feature_says_how_to_build_it() {
+        let err = parse("cuda").unwrap_err().to_string();
+        assert!(err.contains("--features cuda"), "{err}");
+    }
+}
