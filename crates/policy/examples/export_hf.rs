@@ -6,8 +6,9 @@
 //! MODEL is anything `--model` takes (the embedded default's name, a GGUF file, an HF folder).
 //! Writes OUT_DIR/model/ (the saved folder), OUT_DIR/prompts.json (the prompt texts, our token
 //! ids, and the ChatML rendering of `chat_messages`) and OUT_DIR/logits.safetensors
-//! (`logits_{i}`: `[tokens, vocab]` f32 logits of prompt `i`, computed on the model reloaded
-//! from the saved folder, so the comparison covers the round trip).
+//! (`logits_{i}`: `[tokens, vocab]` f32 logits of prompt `i`, or of its first tokens when it is
+//! longer than the model's context, computed on the model reloaded from the saved folder, so
+//! the comparison covers the round trip).
 
 use candle_core::{DType, Device, Tensor};
 use policy::chat::{apply_chatml, ChatMessage};
@@ -42,7 +43,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut logits = HashMap::new();
     for (i, text) in prompts.iter().enumerate() {
         let ids = tok.encode(text)?;
-        let input = Tensor::new(ids.as_slice(), &Device::Cpu)?.unsqueeze(0)?;
+        // Small test models have short contexts: score the prefix that fits.
+        let fits = &ids[..ids.len().min(model.config().max_position)];
+        let input = Tensor::new(fits, &Device::Cpu)?.unsqueeze(0)?;
         logits.insert(format!("logits_{i}"), model.forward(&input)?.squeeze(0)?);
         ids_out.push(ids);
     }
