@@ -33,6 +33,12 @@ pub const IM_START: &str = "<|im_start|>";
 /// End-of-turn marker (the stop token of an assistant turn).
 pub const IM_END: &str = "<|im_end|>";
 
+/// [`apply_chatml`] as a Jinja template, written into saved model folders
+/// (`tokenizer_config.json`) so that transformers' `apply_chat_template` renders the same text.
+pub const CHATML_JINJA: &str = "{% for message in messages %}{{ '<|im_start|>' + message['role'] \
+    + '\\n' + message['content'] + '<|im_end|>' + '\\n' }}{% endfor %}{% if add_generation_prompt \
+    %}{{ '<|im_start|>assistant\\n' }}{% endif %}";
+
 /// Render `messages` as ChatML:
 /// `<|im_start|>{role}\n{content}<|im_end|>\n` per message, then `<|im_start|>assistant\n`
 /// when `add_generation_prompt`. No default system prompt is inserted: callers that want one

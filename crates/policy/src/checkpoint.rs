@@ -1,19 +1,25 @@
-//! Checkpoints: the model as a Hugging Face Llama folder (`config.json` + `model.safetensors`,
-//! HF names, half-split rope layout as in the model, tied head saved without `lm_head.weight`)
-//! and the AdamW state (`optimizer.safetensors` + `optimizer.json`) for an exact resume.
+//! Checkpoints: the model as a Hugging Face folder (`config.json` naming `LlamaForCausalLM` or
+//! `Qwen2ForCausalLM`, `model.safetensors` with HF names, half-split rope layout as in the
+//! model, tied head saved without `lm_head.weight`, `tokenizer.json` and a
+//! `tokenizer_config.json` carrying the ChatML template), which transformers and this crate's
+//! [`crate::load_model`] both load, and the AdamW state (`optimizer.safetensors` +
+//! `optimizer.json`) for an exact resume.
 //!
 //! Keep the optimizer state out of the model folder ([`save_training_state`] puts it in an
 //! `optimizer/` subfolder): loaders that glob `*.safetensors` would otherwise pick it up.
 
 use crate::error::{PolicyError, Result};
-use crate::model::{Llama, LlamaConfig};
+use crate::model::{Family, Llama, LlamaConfig};
 use crate::optim::{AdamW, AdamWConfig};
+use crate::tokenizer::Tokenizer;
 use candle_core::{DType, Device, Tensor};
 use serde_json::{json, Value};
 use std::collections::HashMap;
 use std::path::Path;
 
 pub const MODEL_FILE: &str = "model.safetensors";
+/// The index of a sharded model (tensor name -> shard file).
+pub const INDEX_FILE: &str = "model.safetensors.index.json";
 pub const CONFIG_FILE: &str = "config.json";
 pub const OPTIMIZER_FILE: &str = "optimizer.safetensors";
 pub const OPTIMIZER_JSON: &str = "optimizer.json";
@@ -29,11 +35,12 @@ fn torch_dtype(dtype: DType) -> &'static str {
     }
 }
 
-/// `config.json` contents of a `LlamaForCausalLM` with this configuration.
+/// `config.json` contents of a `LlamaForCausalLM` or `Qwen2ForCausalLM` (by `cfg.family`) with
+/// this configuration.
 pub fn hf_config_json(cfg: &LlamaConfig, dtype: DType) -> Value {
-    json!({
-        "architectures": ["LlamaForCausalLM"],
-        "model_type": "llama",
+    let mut v = json!({
+        "architectures": [cfg.family.hf_architecture()],
+        "model_type": cfg.family.hf_model_type(),
         "vocab_size": cfg.vocab_size,
         "hidden_size": cfg.hidden_size,
         "intermediate_size": cfg.intermediate_size,
@@ -46,78 +53,29 @@ pub fn hf_config_json(cfg: &LlamaConfig, dtype: DType) -> Value {
         "rms_norm_eps": cfg.rms_norm_eps,
         "rope_theta": cfg.rope_theta,
         "rope_scaling": null,
-        "attention_bias": false,
         "attention_dropout": 0.0,
-        "mlp_bias": false,
-        "pretraining_tp": 1,
         "tie_word_embeddings": cfg.tie_word_embeddings,
         "torch_dtype": torch_dtype(dtype),
         "use_cache": true,
-    })
+    });
+    let family_keys = match cfg.family {
+        Family::Llama => json!({"attention_bias": false, "mlp_bias": false, "pretraining_tp": 1}),
+        // Full attention in every layer, as this crate computes it.
+        Family::Qwen2 => json!({
+            "use_sliding_window": false,
+            "sliding_window": null,
+            "max_window_layers": cfg.num_layers,
+        }),
+    };
+    if let (Some(all), Value::Object(extra)) = (v.as_object_mut(), family_keys) {
+        all.extend(extra);
+    }
+    v
 }
 
-/// Parse a Hugging Face Llama `config.json`.
+/// Parse a Hugging Face `config.json` of the Llama or Qwen2 family (see [`crate::hf`]).
 pub fn llama_config_from_hf(v: &Value) -> Result<LlamaConfig> {
-    let arch_ok = v.get("model_type").and_then(Value::as_str) == Some("llama")
-        || v.get("architectures")
-            .and_then(Value::as_array)
-            .is_some_and(|a| a.iter().any(|x| x.as_str() == Some("LlamaForCausalLM")));
-    if !arch_ok {
-        return Err(PolicyError::Config(format!(
-            "unsupported architecture (model_type {}, architectures {}); expected llama",
-            v.get("model_type").unwrap_or(&Value::Null),
-            v.get("architectures").unwrap_or(&Value::Null)
-        )));
-    }
-    let usize_of = |k: &str| -> Result<usize> {
-        v.get(k)
-            .and_then(Value::as_u64)
-            .map(|x| x as usize)
-            .ok_or_else(|| PolicyError::Config(format!("config.json: missing or bad {k}")))
-    };
-    let hidden_size = usize_of("hidden_size")?;
-    let num_heads = usize_of("num_attention_heads")?;
-    let num_kv_heads = v
-        .get("num_key_value_heads")
-        .and_then(Value::as_u64)
-        .map(|x| x as usize)
-        .unwrap_or(num_heads);
-    let head_dim = match v.get("head_dim").and_then(Value::as_u64) {
-        Some(d) => d as usize,
-        None if num_heads > 0 => hidden_size / num_heads,
-        None => 0,
-    };
-    if let Some(s) = v.get("rope_scaling") {
-        if !s.is_null() {
-            return Err(PolicyError::Config(format!(
-                "rope_scaling {s} is not supported"
-            )));
-        }
-    }
-    let cfg = LlamaConfig {
-        vocab_size: usize_of("vocab_size")?,
-        hidden_size,
-        intermediate_size: usize_of("intermediate_size")?,
-        num_layers: usize_of("num_hidden_layers")?,
-        num_heads,
-        num_kv_heads,
-        head_dim,
-        rope_theta: v
-            .get("rope_theta")
-            .and_then(Value::as_f64)
-            .unwrap_or(10_000.0),
-        rms_norm_eps: v
-            .get("rms_norm_eps")
-            .and_then(Value::as_f64)
-            .unwrap_or(1e-6),
-        max_position: usize_of("max_position_embeddings")?,
-        tie_word_embeddings: v
-            .get("tie_word_embeddings")
-            .and_then(Value::as_bool)
-            .unwrap_or(false),
-    };
-    cfg.validate()?;
-    Ok(cfg)
+    crate::hf::config_from_json(v)
 }
 
 fn write_file(path: &Path, bytes: &[u8]) -> Result<()> {
@@ -129,9 +87,31 @@ fn read_json(path: &Path) -> Result<Value> {
     serde_json::from_str(&text).map_err(|e| PolicyError::Config(format!("{}: {e}", path.display())))
 }
 
-/// Save the model's weights (in its dtype) and `config.json` into `dir` (created if needed).
-pub fn save_model(model: &Llama, dir: &Path) -> Result<()> {
+/// `tokenizer_config.json` for transformers: the ChatML template of [`crate::chat`] and
+/// `<|im_end|>` as the end of a turn when the tokenizer has it.
+fn tokenizer_config_json(tok: &Tokenizer, max_position: usize) -> Value {
+    let has = |t: &'static str| tok.token_to_id(t).map(|_| t);
+    json!({
+        "tokenizer_class": "PreTrainedTokenizerFast",
+        "chat_template": crate::chat::CHATML_JINJA,
+        "bos_token": null,
+        "eos_token": has(crate::chat::IM_END),
+        "pad_token": has("<|endoftext|>"),
+        "clean_up_tokenization_spaces": false,
+        "model_max_length": max_position,
+    })
+}
+
+/// Save the model as a Hugging Face folder in `dir` (created if needed): its weights in its
+/// dtype (`model.safetensors`), `config.json`, `tokenizer.json` and `tokenizer_config.json`.
+/// A `model.safetensors.index.json` left in `dir` by an earlier sharded model is removed (it
+/// would otherwise take precedence over the new weights when loading).
+pub fn save_model(model: &Llama, tokenizer: &Tokenizer, dir: &Path) -> Result<()> {
     std::fs::create_dir_all(dir).map_err(|e| PolicyError::io(dir, e))?;
+    let stale_index = dir.join(INDEX_FILE);
+    if stale_index.exists() {
+        std::fs::remove_file(&stale_index).map_err(|e| PolicyError::io(&stale_index, e))?;
+    }
     let tensors: HashMap<String, Tensor> = model
         .named_vars()
         .into_iter()
@@ -141,13 +121,21 @@ pub fn save_model(model: &Llama, dir: &Path) -> Result<()> {
     candle_core::safetensors::save(&tensors, &path)?;
     let cfg = hf_config_json(model.config(), model.dtype());
     let text = serde_json::to_string_pretty(&cfg).expect("json");
-    write_file(&dir.join(CONFIG_FILE), text.as_bytes())
+    write_file(&dir.join(CONFIG_FILE), text.as_bytes())?;
+    let tok_path = dir.join(crate::hf::TOKENIZER_FILE);
+    tokenizer
+        .inner()
+        .save(&tok_path, true)
+        .map_err(|e| PolicyError::Tokenizer(format!("writing {}: {e}", tok_path.display())))?;
+    let tok_cfg = tokenizer_config_json(tokenizer, model.config().max_position);
+    let text = serde_json::to_string_pretty(&tok_cfg).expect("json");
+    write_file(&dir.join(crate::hf::TOKENIZER_CONFIG_FILE), text.as_bytes())
 }
 
 /// The weight files of an HF folder: those named by `model.safetensors.index.json` if present,
 /// else `model.safetensors`, else every `*.safetensors` but the optimizer's.
 fn weight_files(dir: &Path) -> Result<Vec<std::path::PathBuf>> {
-    let index = dir.join("model.safetensors.index.json");
+    let index = dir.join(INDEX_FILE);
     if index.exists() {
         let v = read_json(&index)?;
         let map = v
@@ -201,20 +189,29 @@ fn load_tensors(dir: &Path) -> Result<HashMap<String, Tensor>> {
     Ok(all)
 }
 
-/// Load a Hugging Face Llama folder (`config.json` + safetensors) as a trainable model.
+/// Load the model of a Hugging Face folder (`config.json` of the Llama or Qwen2 family + one
+/// or many safetensors, any float dtype) as a trainable model in `dtype`. See
+/// [`crate::hf::load`] for the model with its tokenizer.
 pub fn load_model(dir: &Path, dtype: DType, device: &Device) -> Result<Llama> {
-    let cfg = llama_config_from_hf(&read_json(&dir.join(CONFIG_FILE))?)?;
+    let cfg = crate::hf::read_config(dir)?;
     let mut tensors = load_tensors(dir)?;
     Llama::from_weights(cfg, dtype, device, |name, _| {
         tensors
             .remove(name)
-            .ok_or_else(|| PolicyError::Config(format!("{}: no weight {name}", dir.display())))
+            .ok_or_else(|| missing_tensor(dir, name))
     })
+}
+
+fn missing_tensor(dir: &Path, name: &str) -> PolicyError {
+    PolicyError::Config(format!(
+        "{}: tensor `{name}` is in none of the weight files",
+        dir.display()
+    ))
 }
 
 /// Overwrite `model`'s weights with those saved in `dir` (same configuration required).
 pub fn load_weights_into(model: &Llama, dir: &Path) -> Result<()> {
-    let cfg = llama_config_from_hf(&read_json(&dir.join(CONFIG_FILE))?)?;
+    let cfg = crate::hf::read_config(dir)?;
     if &cfg != model.config() {
         return Err(PolicyError::Config(format!(
             "{}: configuration {cfg:?} differs from the model's {:?}",
@@ -226,7 +223,7 @@ pub fn load_weights_into(model: &Llama, dir: &Path) -> Result<()> {
     for (name, var) in model.named_vars() {
         let t = tensors
             .get(&name)
-            .ok_or_else(|| PolicyError::Config(format!("{}: no weight {name}", dir.display())))?;
+            .ok_or_else(|| missing_tensor(dir, &name))?;
         if t.dims() != var.dims() {
             return Err(PolicyError::Config(format!(
                 "weight {name} has shape {:?}, expected {:?}",
@@ -330,8 +327,13 @@ pub fn load_optimizer_into(opt: &mut AdamW, dir: &Path) -> Result<()> {
 }
 
 /// Save the model (HF folder) into `dir` and the optimizer into `dir/optimizer/`.
-pub fn save_training_state(model: &Llama, opt: &AdamW, dir: &Path) -> Result<()> {
-    save_model(model, dir)?;
+pub fn save_training_state(
+    model: &Llama,
+    tokenizer: &Tokenizer,
+    opt: &AdamW,
+    dir: &Path,
+) -> Result<()> {
+    save_model(model, tokenizer, dir)?;
     save_optimizer(opt, &dir.join(OPTIMIZER_DIR))
 }
 

@@ -3,7 +3,7 @@
 //! interleaved-rope order back to the half-split order the model uses).
 
 use crate::error::{PolicyError, Result};
-use crate::model::{Llama, LlamaConfig};
+use crate::model::{Family, Llama, LlamaConfig};
 use crate::tokenizer::Tokenizer;
 use candle_core::quantized::gguf_file::{Content, Value};
 use candle_core::{DType, Device, Tensor};
@@ -75,7 +75,8 @@ impl GgufFile {
         let arch = self.architecture()?;
         if arch != "llama" {
             return Err(self.err(format!(
-                "unsupported architecture `{arch}` (expected `llama`)"
+                "unsupported architecture: metadata `general.architecture` is `{arch}`, only \
+                 `llama` GGUF files are supported (pass other models as Hugging Face folders)"
             )));
         }
         let hidden = self.meta_usize("llama.embedding_length")?;
@@ -94,6 +95,7 @@ impl GgufFile {
             .ok_or_else(|| self.err("missing tensor token_embd.weight"))?;
         let vocab = embed.shape.dims()[0];
         Ok(LlamaConfig {
+            family: Family::Llama,
             vocab_size: vocab,
             hidden_size: hidden,
             intermediate_size: self.meta_usize("llama.feed_forward_length")?,
@@ -195,13 +197,14 @@ pub fn permute_rope_rows(w: &Tensor, n_heads: usize) -> Result<Tensor> {
 pub fn load(path: &Path, dtype: DType, device: &Device) -> Result<(Llama, Tokenizer)> {
     let mut f = GgufFile::open(path)?;
     let tok = f.tokenizer()?;
-    let model = f.load_llama(dtype, device)?;
-    if tok.vocab_size() > model.config().vocab_size {
+    let vocab_rows = f.llama_config()?.vocab_size;
+    if tok.vocab_size() > vocab_rows {
         return Err(PolicyError::Tokenizer(format!(
-            "tokenizer has {} tokens but the model's vocabulary is {}",
+            "tokenizer mismatch in {}: the tokenizer has {} tokens but the model's embedding has {vocab_rows} rows",
+            path.display(),
             tok.vocab_size(),
-            model.config().vocab_size
         )));
     }
+    let model = f.load_llama(dtype, device)?;
     Ok((model, tok))
 }

@@ -11,6 +11,7 @@ pub mod checkpoint;
 pub mod device;
 pub mod error;
 pub mod gguf;
+pub mod hf;
 pub mod logprobs;
 pub mod model;
 pub mod optim;
@@ -18,12 +19,14 @@ pub mod sample;
 pub mod tokenizer;
 
 pub use error::{PolicyError, Result};
-pub use model::{InferenceModel, KvCache, Llama, LlamaConfig};
+pub use model::{Family, InferenceModel, KvCache, Llama, LlamaConfig};
 pub use optim::{AdamW, AdamWConfig};
 pub use tokenizer::Tokenizer;
 
 /// Load a model and its tokenizer from a `--model` argument: the embedded default's name
-/// ([`assets::DEFAULT_MODEL_NAME`], fetched and cached on first use) or a path to a GGUF file.
+/// ([`assets::DEFAULT_MODEL_NAME`], fetched and cached on first use), a path to a GGUF file, or
+/// a path to a Hugging Face folder (`config.json`, `tokenizer.json`, `*.safetensors`; Llama or
+/// Qwen2, see [`hf`]).
 pub fn load_model(
     model: &str,
     dtype: candle_core::DType,
@@ -31,8 +34,14 @@ pub fn load_model(
 ) -> Result<(Llama, Tokenizer)> {
     let path = assets::resolve_model(model)?;
     if path.is_dir() {
+        return hf::load(&path, dtype, device);
+    }
+    if path
+        .extension()
+        .is_some_and(|e| e == "safetensors" || e == "json")
+    {
         return Err(PolicyError::Input(format!(
-            "{}: Hugging Face model folders are not supported yet; pass a GGUF file",
+            "{}: pass the Hugging Face model folder that holds this file, not the file",
             path.display()
         )));
     }

@@ -5,6 +5,12 @@
 //! tied output head. Every weight is a [`Var`], so the model is trainable as is. Weight names
 //! and layouts follow the Hugging Face convention (`model.layers.{i}.self_attn.q_proj.weight`,
 //! `[out, in]`, half-split rope); the GGUF loader converts to it.
+//!
+//! The same decoder serves the Qwen2 family ([`Family::Qwen2`]): Qwen2 differs from Llama only
+//! by biases on the q/k/v projections (trainable, `...q_proj.bias` etc.). Qwen2's sliding-window
+//! attention is not implemented: every layer attends to the whole context, which is what Qwen2
+//! does whenever `use_sliding_window` is false (the released models) or the sequence is shorter
+//! than the window.
 
 use crate::error::{PolicyError, Result};
 use candle_core::quantized::{GgmlDType, QMatMul, QTensor};
@@ -12,9 +18,27 @@ use candle_core::{DType, Device, Module, Tensor, Var, D};
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
-/// The shape of a Llama-family model.
+/// The model family, as named by Hugging Face's `architectures` in `config.json`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Family {
+    /// `LlamaForCausalLM` (SmolLM2): no attention biases.
+    #[default]
+    Llama,
+    /// `Qwen2ForCausalLM`: biases on the q, k and v projections.
+    Qwen2,
+}
+
+impl Family {
+    /// Whether the q/k/v projections carry a bias.
+    pub fn has_qkv_bias(self) -> bool {
+        self == Family::Qwen2
+    }
+}
+
+/// The shape of a Llama-family model (Llama or Qwen2, see [`Family`]).
 #[derive(Debug, Clone, PartialEq)]
 pub struct LlamaConfig {
+    pub family: Family,
     pub vocab_size: usize,
     pub hidden_size: usize,
     pub intermediate_size: usize,
@@ -33,6 +57,7 @@ impl LlamaConfig {
     /// A tiny configuration for tests.
     pub fn tiny() -> Self {
         Self {
+            family: Family::Llama,
             vocab_size: 37,
             hidden_size: 16,
             intermediate_size: 24,
@@ -80,8 +105,17 @@ impl LlamaConfig {
             let p = format!("model.layers.{l}");
             out.push((format!("{p}.input_layernorm.weight"), vec![h]));
             out.push((format!("{p}.self_attn.q_proj.weight"), vec![q, h]));
+            if self.family.has_qkv_bias() {
+                out.push((format!("{p}.self_attn.q_proj.bias"), vec![q]));
+            }
             out.push((format!("{p}.self_attn.k_proj.weight"), vec![kv, h]));
+            if self.family.has_qkv_bias() {
+                out.push((format!("{p}.self_attn.k_proj.bias"), vec![kv]));
+            }
             out.push((format!("{p}.self_attn.v_proj.weight"), vec![kv, h]));
+            if self.family.has_qkv_bias() {
+                out.push((format!("{p}.self_attn.v_proj.bias"), vec![kv]));
+            }
             out.push((format!("{p}.self_attn.o_proj.weight"), vec![h, q]));
             out.push((format!("{p}.post_attention_layernorm.weight"), vec![h]));
             out.push((format!("{p}.mlp.gate_proj.weight"), vec![i, h]));
@@ -101,6 +135,10 @@ struct Layer {
     q: Var,
     k: Var,
     v: Var,
+    /// q/k/v biases (Qwen2 only).
+    q_bias: Option<Var>,
+    k_bias: Option<Var>,
+    v_bias: Option<Var>,
     o: Var,
     post_norm: Var,
     gate: Var,
@@ -158,11 +196,22 @@ impl Llama {
         let mut layers = Vec::with_capacity(cfg.num_layers);
         for l in 0..cfg.num_layers {
             let p = format!("model.layers.{l}");
+            let mut bias = |proj: &str, n: usize| -> Result<Option<Var>> {
+                if !cfg.family.has_qkv_bias() {
+                    return Ok(None);
+                }
+                var(&format!("{p}.self_attn.{proj}.bias"), &[n]).map(Some)
+            };
+            let (q_bias, k_bias, v_bias) =
+                (bias("q_proj", q)?, bias("k_proj", kv)?, bias("v_proj", kv)?);
             layers.push(Layer {
                 input_norm: var(&format!("{p}.input_layernorm.weight"), &[h])?,
                 q: var(&format!("{p}.self_attn.q_proj.weight"), &[q, h])?,
                 k: var(&format!("{p}.self_attn.k_proj.weight"), &[kv, h])?,
                 v: var(&format!("{p}.self_attn.v_proj.weight"), &[kv, h])?,
+                q_bias,
+                k_bias,
+                v_bias,
                 o: var(&format!("{p}.self_attn.o_proj.weight"), &[h, q])?,
                 post_norm: var(&format!("{p}.post_attention_layernorm.weight"), &[h])?,
                 gate: var(&format!("{p}.mlp.gate_proj.weight"), &[i, h])?,
@@ -223,18 +272,23 @@ impl Llama {
         for (l, layer) in self.layers.iter().enumerate() {
             let p = format!("model.layers.{l}");
             let items = [
-                ("input_layernorm.weight", &layer.input_norm),
-                ("self_attn.q_proj.weight", &layer.q),
-                ("self_attn.k_proj.weight", &layer.k),
-                ("self_attn.v_proj.weight", &layer.v),
-                ("self_attn.o_proj.weight", &layer.o),
-                ("post_attention_layernorm.weight", &layer.post_norm),
-                ("mlp.gate_proj.weight", &layer.gate),
-                ("mlp.up_proj.weight", &layer.up),
-                ("mlp.down_proj.weight", &layer.down),
+                ("input_layernorm.weight", Some(&layer.input_norm)),
+                ("self_attn.q_proj.weight", Some(&layer.q)),
+                ("self_attn.q_proj.bias", layer.q_bias.as_ref()),
+                ("self_attn.k_proj.weight", Some(&layer.k)),
+                ("self_attn.k_proj.bias", layer.k_bias.as_ref()),
+                ("self_attn.v_proj.weight", Some(&layer.v)),
+                ("self_attn.v_proj.bias", layer.v_bias.as_ref()),
+                ("self_attn.o_proj.weight", Some(&layer.o)),
+                ("post_attention_layernorm.weight", Some(&layer.post_norm)),
+                ("mlp.gate_proj.weight", Some(&layer.gate)),
+                ("mlp.up_proj.weight", Some(&layer.up)),
+                ("mlp.down_proj.weight", Some(&layer.down)),
             ];
             for (n, v) in items {
-                out.push((format!("{p}.{n}"), v.clone()));
+                if let Some(v) = v {
+                    out.push((format!("{p}.{n}"), v.clone()));
+                }
             }
         }
         out.push(("model.norm.weight".to_string(), self.norm.clone()));
@@ -291,13 +345,16 @@ impl Llama {
     ) -> Result<Tensor> {
         let (b, t, _) = x.dims3()?;
         let (nh, nkv, hd) = (self.cfg.num_heads, self.cfg.num_kv_heads, self.cfg.head_dim);
-        let q = linear(x, layer.q.as_tensor())?
+        let proj = |w: &Var, bias: &Option<Var>| -> Result<Tensor> {
+            add_bias(linear(x, w.as_tensor())?, bias.as_ref().map(Var::as_tensor))
+        };
+        let q = proj(&layer.q, &layer.q_bias)?
             .reshape((b, t, nh, hd))?
             .transpose(1, 2)?;
-        let k = linear(x, layer.k.as_tensor())?
+        let k = proj(&layer.k, &layer.k_bias)?
             .reshape((b, t, nkv, hd))?
             .transpose(1, 2)?;
-        let v = linear(x, layer.v.as_tensor())?
+        let v = proj(&layer.v, &layer.v_bias)?
             .reshape((b, t, nkv, hd))?
             .transpose(1, 2)?;
         let q = rope(&q, cos, sin)?;
@@ -416,6 +473,10 @@ struct InferLayer {
     q: Lin,
     k: Lin,
     v: Lin,
+    /// q/k/v biases (Qwen2 only), kept dense.
+    q_bias: Option<Tensor>,
+    k_bias: Option<Tensor>,
+    v_bias: Option<Tensor>,
     o: Lin,
     post_norm: Tensor,
     gate: Lin,
@@ -464,6 +525,9 @@ impl Llama {
                     q: Lin::new(&l.q, quant)?,
                     k: Lin::new(&l.k, quant)?,
                     v: Lin::new(&l.v, quant)?,
+                    q_bias: l.q_bias.as_ref().map(|b| b.as_tensor().detach()),
+                    k_bias: l.k_bias.as_ref().map(|b| b.as_tensor().detach()),
+                    v_bias: l.v_bias.as_ref().map(|b| b.as_tensor().detach()),
                     o: Lin::new(&l.o, quant)?,
                     post_norm: l.post_norm.as_tensor().detach(),
                     gate: Lin::new(&l.gate, quant)?,
@@ -662,19 +726,13 @@ impl InferenceModel {
         let (b, t, _) = x.dims3()?;
         let (nh, nkv, hd) = (self.cfg.num_heads, self.cfg.num_kv_heads, self.cfg.head_dim);
         let rep = nh / nkv;
-        let q = layer
-            .q
-            .forward(x)?
+        let q = add_bias(layer.q.forward(x)?, layer.q_bias.as_ref())?
             .reshape((b, t, nh, hd))?
             .transpose(1, 2)?;
-        let k = layer
-            .k
-            .forward(x)?
+        let k = add_bias(layer.k.forward(x)?, layer.k_bias.as_ref())?
             .reshape((b, t, nkv, hd))?
             .transpose(1, 2)?;
-        let v = layer
-            .v
-            .forward(x)?
+        let v = add_bias(layer.v.forward(x)?, layer.v_bias.as_ref())?
             .reshape((b, t, nkv, hd))?
             .transpose(1, 2)?
             .contiguous()?;
@@ -717,6 +775,14 @@ pub fn linear(x: &Tensor, w: &Tensor) -> Result<Tensor> {
     let mut out_shape = lead.to_vec();
     out_shape.push(w.dim(0)?);
     Ok(y.reshape(out_shape)?)
+}
+
+/// `y + bias` broadcast over the last dimension, or `y` when there is no bias.
+fn add_bias(y: Tensor, bias: Option<&Tensor>) -> Result<Tensor> {
+    match bias {
+        Some(b) => Ok(y.broadcast_add(b)?),
+        None => Ok(y),
+    }
 }
 
 /// RMS norm over the last dimension, from primitive ops.

@@ -26,6 +26,13 @@ impl std::fmt::Debug for Tokenizer {
     }
 }
 
+/// Wrap a tokenizer built with the `tokenizers` crate (e.g. a small one for tests).
+impl From<tokenizers::Tokenizer> for Tokenizer {
+    fn from(inner: tokenizers::Tokenizer) -> Self {
+        Self { inner }
+    }
+}
+
 fn tok_err(e: impl std::fmt::Display) -> PolicyError {
     PolicyError::Tokenizer(e.to_string())
 }

@@ -1,7 +1,7 @@
 //! The training model's gradients: every parameter gets one, and they match finite differences.
 
 use candle_core::{DType, Device, Tensor, D};
-use policy::model::{log_softmax_last_dim, Llama, LlamaConfig};
+use policy::model::{log_softmax_last_dim, Family, Llama, LlamaConfig};
 
 fn ids(device: &Device, vocab: u32) -> Tensor {
     let data: Vec<u32> = (0..2 * 9).map(|i| (i * 7 + 3) % vocab).collect();
@@ -30,9 +30,16 @@ fn loss(model: &Llama, ids: &Tensor) -> Tensor {
 
 #[test]
 fn every_parameter_gets_a_nonzero_gradient() {
-    for (dtype, tie) in [(DType::F32, true), (DType::F32, false), (DType::F64, true)] {
+    for (dtype, tie, family) in [
+        (DType::F32, true, Family::Llama),
+        (DType::F32, false, Family::Llama),
+        (DType::F64, true, Family::Llama),
+        (DType::F32, false, Family::Qwen2),
+        (DType::F32, true, Family::Qwen2),
+    ] {
         let cfg = LlamaConfig {
             tie_word_embeddings: tie,
+            family,
             ..LlamaConfig::tiny()
         };
         let dev = Device::Cpu;
@@ -41,6 +48,16 @@ fn every_parameter_gets_a_nonzero_gradient() {
         let grads = loss(&model, &x).backward().unwrap();
         let vars = model.named_vars();
         assert_eq!(vars.len(), cfg.parameter_shapes().len());
+        let biases = vars
+            .iter()
+            .filter(|(n, _)| n.ends_with("_proj.bias"))
+            .count();
+        let expected_biases = if family == Family::Qwen2 {
+            3 * cfg.num_layers
+        } else {
+            0
+        };
+        assert_eq!(biases, expected_biases, "{family:?}: q/k/v biases");
         for (name, var) in vars {
             let g = grads
                 .get(var.as_tensor())
@@ -56,7 +73,7 @@ fn every_parameter_gets_a_nonzero_gradient() {
                 .unwrap();
             assert!(
                 norm.is_finite() && norm > 0.0,
-                "{name} ({dtype:?}, tied={tie}): gradient norm {norm}"
+                "{name} ({dtype:?}, tied={tie}, {family:?}): gradient norm {norm}"
             );
         }
     }
@@ -64,8 +81,15 @@ fn every_parameter_gets_a_nonzero_gradient() {
 
 #[test]
 fn gradients_match_finite_differences_f64() {
+    for family in [Family::Llama, Family::Qwen2] {
+        finite_differences_f64(family);
+    }
+}
+
+fn finite_differences_f64(family: Family) {
     let cfg = LlamaConfig {
         tie_word_embeddings: false,
+        family,
         ..LlamaConfig::tiny()
     };
     let dev = Device::Cpu;
@@ -115,7 +139,9 @@ fn gradients_match_finite_differences_f64() {
         var.set(&Tensor::from_vec(orig, shape, &dev).unwrap())
             .unwrap();
     }
-    eprintln!("finite-difference check: {checked} coordinates, worst relative error {worst:.3e}");
+    eprintln!(
+        "finite-difference check ({family:?}): {checked} coordinates, worst relative error {worst:.3e}"
+    );
 }
 
 #[test]

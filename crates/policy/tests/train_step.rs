@@ -1,6 +1,8 @@
 //! Training primitives: AdamW against hand-derived numbers, weight decay, clipping, gradient
 //! accumulation, the PPO-clip loss, SFT training on a tiny model, checkpoints and exact resume.
 
+mod common;
+
 use candle_core::{backprop::GradStore, DType, Device, Tensor, Var};
 use policy::checkpoint;
 use policy::logprobs::{response_scores, ResponseBatch};
@@ -371,7 +373,7 @@ fn hf_checkpoint_round_trip() {
         };
         let model = Llama::random(cfg.clone(), DType::F32, &dev, 9).unwrap();
         let dir = tmp_dir(&format!("hf-{tie}"));
-        checkpoint::save_model(&model, &dir).unwrap();
+        checkpoint::save_model(&model, &common::word_tokenizer(37), &dir).unwrap();
 
         let names: Vec<String> =
             candle_core::safetensors::load(dir.join("model.safetensors"), &dev)
@@ -430,7 +432,7 @@ fn checkpoint_errors_are_clear() {
     let dir = tmp_dir("bad");
     assert!(checkpoint::load_model(&dir, DType::F32, &dev).is_err());
     let model = Llama::random(LlamaConfig::tiny(), DType::F32, &dev, 1).unwrap();
-    checkpoint::save_model(&model, &dir).unwrap();
+    checkpoint::save_model(&model, &common::word_tokenizer(37), &dir).unwrap();
     // Wrong architecture.
     let cfg_path = dir.join("config.json");
     let text = std::fs::read_to_string(&cfg_path).unwrap();
@@ -487,7 +489,7 @@ fn exact_resume_from_checkpoint() {
     step(&first, &mut opt_f);
     step(&first, &mut opt_f);
     let dir = tmp_dir("resume");
-    checkpoint::save_training_state(&first, &opt_f, &dir).unwrap();
+    checkpoint::save_training_state(&first, &common::word_tokenizer(37), &opt_f, &dir).unwrap();
     assert!(dir.join("optimizer/optimizer.safetensors").exists());
     assert!(dir.join("optimizer/optimizer.json").exists());
 

@@ -36,7 +36,7 @@ enum Command {
     /// Score responses: read JSON lines {"prompt", "response"} (raw text, no chat template
     /// added), write {"prompt_ids", "response_ids", "response_logprobs"} per line.
     Logprobs {
-        /// A GGUF file, or the embedded default's name.
+        /// A GGUF file, a Hugging Face folder (Llama or Qwen2), or the embedded default's name.
         #[arg(long, default_value = policy::assets::DEFAULT_MODEL_NAME)]
         model: String,
         /// Input file (default: stdin).
@@ -46,7 +46,7 @@ enum Command {
     /// Generate a reply to PROMPT (wrapped in the chat template unless --raw), as a JSON line.
     Generate {
         prompt: String,
-        /// A GGUF file, or the embedded default's name.
+        /// A GGUF file, a Hugging Face folder (Llama or Qwen2), or the embedded default's name.
         #[arg(long, default_value = policy::assets::DEFAULT_MODEL_NAME)]
         model: String,
         /// Use PROMPT as is, without the chat template.

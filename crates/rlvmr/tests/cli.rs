@@ -153,3 +153,51 @@ fn logprobs_scores_lines_and_reports_bad_ones() {
     }
     assert!(err.contains("line 3: the line is not valid UTF-8"), "{err}");
 }
+
+/// The tiny Qwen2 fixture of the policy crate: an HF folder with a context of 64 tokens.
+fn qwen2_fixture() -> String {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../policy/tests/fixtures/qwen2-tiny")
+        .to_str()
+        .unwrap()
+        .to_string()
+}
+
+#[test]
+fn model_flag_takes_a_hugging_face_folder() {
+    let model = qwen2_fixture();
+    let (code, out, err) = rlvmr(&["generate", "--model", &model, "--max-new-tokens", "3", "clean a mug"], b"");
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+    assert_eq!(v["ids"].as_array().unwrap().len(), 3);
+}
+
+#[test]
+fn prompts_longer_than_the_context_are_clear_errors() {
+    let model = qwen2_fixture();
+    let long = "a mug ".repeat(40);
+    let line = serde_json::json!({"prompt": long, "response": "ok"}).to_string();
+    let input = format!("{line}\n{}\n", serde_json::json!({"prompt": "a mug", "response": "ok"}));
+    let (code, out, err) = rlvmr(&["logprobs", "--model", &model], input.as_bytes());
+    assert_eq!(code, 1, "{err}");
+    let lines: Vec<serde_json::Value> = out.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(lines.len(), 2);
+    assert_eq!(lines[0]["line"], 1);
+    assert!(lines[0]["error"].as_str().unwrap().contains("context length 64"), "{out}");
+    assert!(lines[1]["response_logprobs"].is_array(), "{out}");
+
+    let (code, out, err) = rlvmr(&["generate", "--model", &model, "--raw", &long], b"");
+    assert_eq!(code, 2, "{out}");
+    assert!(err.contains("context length 64") && !err.contains("panicked"), "{err}");
+}
+
+#[test]
+fn bad_model_folders_are_clear_errors() {
+    let dir = std::env::temp_dir().join(format!("rlvmr-cli-bad-model-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("config.json"), r#"{"architectures": ["MambaForCausalLM"]}"#).unwrap();
+    let (code, _, err) = rlvmr(&["generate", "--model", dir.to_str().unwrap(), "hi"], b"");
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert_eq!(code, 2);
+    assert!(err.contains("config.json") && err.contains("`architectures`") && err.contains("MambaForCausalLM"), "{err}");
+}

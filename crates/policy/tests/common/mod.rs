@@ -1,0 +1,58 @@
+//! Helpers shared by the integration tests.
+#![allow(dead_code)] // each test binary uses its own subset
+
+use std::path::PathBuf;
+
+/// A word-level tokenizer with exactly `n` tokens: `<unk>` (id 0) and `w1` .. `w{n-1}`, split on
+/// whitespace. Small enough for the tiny random models.
+pub fn word_tokenizer(n: u32) -> policy::Tokenizer {
+    use tokenizers::models::wordlevel::WordLevel;
+    use tokenizers::pre_tokenizers::whitespace::Whitespace;
+    let vocab = (0..n)
+        .map(|i| {
+            (
+                if i == 0 {
+                    "<unk>".to_string()
+                } else {
+                    format!("w{i}")
+                },
+                i,
+            )
+        })
+        .collect();
+    let model = WordLevel::builder()
+        .vocab(vocab)
+        .unk_token("<unk>".into())
+        .build()
+        .expect("word-level model");
+    let mut tok = tokenizers::Tokenizer::new(model);
+    tok.with_pre_tokenizer(Some(Whitespace {}));
+    policy::Tokenizer::from(tok)
+}
+
+/// `crates/policy/tests/fixtures/{name}`.
+pub fn fixture(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests")
+        .join("fixtures")
+        .join(name)
+}
+
+/// A fresh, empty temporary folder unique to this process and `tag`.
+pub fn fresh_dir(tag: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("rlvmr-policy-{}-{tag}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).expect("create temporary folder");
+    d
+}
+
+/// A copy of the fixture folder `name` in a fresh temporary folder, to damage freely.
+pub fn copy_fixture(name: &str, tag: &str) -> PathBuf {
+    let dir = fresh_dir(tag);
+    for entry in std::fs::read_dir(fixture(name)).expect("fixture folder") {
+        let path = entry.expect("fixture entry").path();
+        let file = path.file_name().expect("file name");
+        std::fs::copy(&path, dir.join(file)).expect("copy fixture file");
+    }
+    dir
+}
