@@ -10,6 +10,8 @@ use clap::{Parser, Subcommand};
 
 use alfworld::{AlfworldData, Split};
 
+mod coldstart_cmd;
+mod eval_cmd;
 mod model_cmd;
 mod jsonl;
 mod score;
@@ -63,6 +65,10 @@ enum Command {
         #[arg(long, default_value_t = 0)]
         seed: u64,
     },
+    /// Evaluate a policy (expert, random or a model) on a level's test games.
+    Eval(eval_cmd::EvalArgs),
+    /// Annotated expert demonstrations and SFT samples for the cold start.
+    Coldstart(coldstart_cmd::ColdstartArgs),
     /// ALFWorld: replay, play, expert, benchmark.
     Alfworld {
         #[command(subcommand)]
@@ -284,6 +290,8 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 seed,
             })
         }
+        Command::Eval(args) => eval_cmd::run(args),
+        Command::Coldstart(args) => coldstart_cmd::run(args),
         Command::Alfworld { command } => match command {
             AlfworldCommand::Replay { data } => replay(&data),
             AlfworldCommand::Play { game, data, admissible } => play(&game, &data, admissible),
