@@ -125,10 +125,12 @@ impl Slot {
             if let Some((wrong, kind)) = planted.or_else(|| malformed(&intended, admissible, &mut self.rng).map(|c| (c, Mistake::Inadmissible))) {
                 command = wrong;
                 self.last_mistake = Some(kind);
-                self.correction = Some(intended);
+                self.correction = Some(intended.clone());
             }
         }
-        let (tag, reason) = situation.annotate(turn.step, &command, previous_mistake, &mut self.rng);
+        // A malformed command is the right idea mistyped: it carries the intended step's reason.
+        let reasoned = if self.last_mistake == Some(Mistake::Inadmissible) { &intended } else { &command };
+        let (tag, reason) = situation.annotate(turn.step, reasoned, previous_mistake, &mut self.rng);
         self.last_action = command.clone();
         Ok(Reply { mistake: self.last_mistake.is_some(), ..Reply::text(tagged_reply(tag, &reason, &command)) })
     }
