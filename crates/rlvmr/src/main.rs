@@ -13,6 +13,7 @@ use alfworld::{AlfworldData, Split};
 mod coldstart_cmd;
 mod eval_cmd;
 mod model_cmd;
+mod sft_cmd;
 mod jsonl;
 mod score;
 
@@ -69,6 +70,8 @@ enum Command {
     Eval(eval_cmd::EvalArgs),
     /// Annotated expert demonstrations and SFT samples for the cold start.
     Coldstart(coldstart_cmd::ColdstartArgs),
+    /// Supervised fine-tuning on cold-start samples (loss on response tokens only).
+    Sft(sft_cmd::SftArgs),
     /// ALFWorld: replay, play, expert, benchmark.
     Alfworld {
         #[command(subcommand)]
@@ -292,6 +295,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
         }
         Command::Eval(args) => eval_cmd::run(args),
         Command::Coldstart(args) => coldstart_cmd::run(args),
+        Command::Sft(args) => sft_cmd::run(args),
         Command::Alfworld { command } => match command {
             AlfworldCommand::Replay { data } => replay(&data),
             AlfworldCommand::Play { game, data, admissible } => play(&game, &data, admissible),

@@ -20,6 +20,8 @@ pub enum TrainerError {
     Data(#[from] alfworld::DataError),
     #[error("model: {0}")]
     Model(#[from] policy::PolicyError),
+    #[error("tensor: {0}")]
+    Tensor(#[from] candle_core::Error),
     #[error("{path}: {source}")]
     Io {
         path: PathBuf,

@@ -14,6 +14,7 @@ pub mod policies;
 pub mod record;
 pub mod rundir;
 pub mod runner;
+pub mod sft;
 
 pub use agent::{Policy, Reply, Turn};
 pub use collector::{collect, grouped_specs, Collection, CollectorOptions, Throughput};

@@ -3,22 +3,22 @@
 
 use std::path::{Path, PathBuf};
 
-use candle_core::{DType, Device};
-
 use crate::agent::Policy;
 use crate::coldstart::{coldstart, Coldstart};
 use crate::config::RunConfig;
 use crate::envs::{open_env, EnvProvider};
 use crate::error::{Result, TrainerError};
-use crate::eval::{eval_tasks, evaluate, Evaluation};
+use crate::eval::{eval_tasks, evaluate, Evaluation, Summary};
 use crate::policies::{ExpertPolicy, ModelPolicy, RandomPolicy};
 use crate::rundir::RunDir;
+use crate::sft::{self, SftReport};
 
 /// The policies `--policy` names besides a model.
 pub const EXPERT: &str = "expert";
 pub const RANDOM: &str = "random";
 
-/// `expert`, `random`, or a model (GGUF path or the embedded default's name) sampling at
+/// `expert`, `random`, or a model (a checkpoint folder, a GGUF file or the embedded
+/// default's name) sampling at
 /// `temperature`.
 pub fn make_policy(name: &str, provider: &dyn EnvProvider, config: &RunConfig, temperature: f64) -> Result<Box<dyn Policy>> {
     match name {
@@ -26,7 +26,7 @@ pub fn make_policy(name: &str, provider: &dyn EnvProvider, config: &RunConfig, t
         EXPERT => Ok(Box::new(ExpertPolicy::new(0.0))),
         RANDOM => Ok(Box::new(RandomPolicy::new())),
         model => {
-            let (llama, tokenizer) = policy::load_model(model, DType::F32, &Device::Cpu)?;
+            let (llama, tokenizer) = sft::load_model(model)?;
             Ok(Box::new(ModelPolicy::new(model, llama, tokenizer, config.model_options(temperature))?))
         }
     }
@@ -74,4 +74,32 @@ pub fn run_coldstart(config: &RunConfig, out: &Path) -> Result<Coldstart> {
     dir.write_jsonl("trajectories.jsonl", &result.episodes)?;
     dir.write_jsonl("sft.jsonl", &result.samples)?;
     Ok(result)
+}
+
+/// The default run directory of an SFT run: `<run.out_dir>/<run.name>/sft`.
+pub fn default_sft_dir(config: &RunConfig) -> PathBuf {
+    config.run.out_dir.join(&config.run.name).join("sft")
+}
+
+/// `rlvmr sft`: trains `model.path` on `sft.data`; writes config.toml, metrics.jsonl,
+/// checkpoints/ and final/, then (when `sft.eval_episodes` > 0) evaluates the final model
+/// on that many test episodes into `eval/`.
+pub fn run_sft(config: &RunConfig, out: &Path, resume: Option<&Path>) -> Result<(SftReport, Option<Summary>)> {
+    config.validate()?;
+    let samples = sft::read_samples(&config.sft.data)?;
+    let provider = open(config)?;
+    let (model, tokenizer) = sft::load_model(&config.model.path)?;
+    let dir = RunDir::create(out, config)?;
+    let report = sft::train(config, &model, &tokenizer, &samples, &dir, resume)?;
+    if config.sft.eval_episodes == 0 {
+        return Ok((report, None));
+    }
+    let name = report.final_dir.display().to_string();
+    let mut policy = ModelPolicy::new(name, model, tokenizer, config.model_options(config.eval.temperature))?;
+    let eval_dir = RunDir::create(&dir.file("eval"), config)?;
+    let tasks = eval_tasks(provider.as_ref(), Some(config.sft.eval_episodes), config.run.seed);
+    let evaluation = evaluate(provider.as_ref(), &mut policy, &tasks, &config.env.split, &config.collector_options(), config.run.seed)?;
+    eval_dir.write_jsonl("trajectories.jsonl", &evaluation.episodes)?;
+    eval_dir.write_json("summary.json", &evaluation.summary)?;
+    Ok((report, Some(evaluation.summary)))
 }
