@@ -56,9 +56,18 @@ pub fn run(args: ColdstartArgs) -> Result<ExitCode> {
         config.run.seed = seed;
     }
     config.validate()?;
-    let out = args.out.unwrap_or_else(|| config.run.out_dir.join(format!("coldstart-{}-{}", config.env.name, config.env.split)));
+    let out = args.out.unwrap_or_else(|| {
+        config.run.out_dir.join(format!(
+            "coldstart-{}-{}",
+            config.env.name, config.env.split
+        ))
+    });
     let result = trainer::runner::run_coldstart(&config, &out)?;
-    let mistakes = result.episodes.iter().filter(|e| e.steps.iter().any(|s| s.mistake)).count();
+    let mistakes = result
+        .episodes
+        .iter()
+        .filter(|e| e.steps.iter().any(|s| s.mistake))
+        .count();
     let steps: usize = result.episodes.iter().map(|e| e.steps.len()).sum();
     println!(
         "kept {} of {} expert episodes ({} with a planted mistake), {} steps, {} SFT samples",
@@ -69,8 +78,14 @@ pub fn run(args: ColdstartArgs) -> Result<ExitCode> {
         result.samples.len()
     );
     if result.episodes.len() < config.coldstart.episodes {
-        eprintln!("warning: only {} demonstrations; the level's training games ran out", result.episodes.len());
+        eprintln!(
+            "warning: only {} demonstrations; the level's training games ran out",
+            result.episodes.len()
+        );
     }
-    eprintln!("wrote {}/{{config.toml,trajectories.jsonl,sft.jsonl}}", out.display());
+    eprintln!(
+        "wrote {}/{{config.toml,trajectories.jsonl,sft.jsonl}}",
+        out.display()
+    );
     Ok(ExitCode::SUCCESS)
 }

@@ -46,7 +46,9 @@ pub struct EvalArgs {
 /// The config file (or the defaults) with the shared command-line overrides applied.
 pub fn load_config(path: Option<&std::path::Path>) -> Result<RunConfig> {
     match path {
-        Some(p) => RunConfig::from_file(p).with_context(|| format!("loading config {}", p.display())),
+        Some(p) => {
+            RunConfig::from_file(p).with_context(|| format!("loading config {}", p.display()))
+        }
         None => Ok(RunConfig::default()),
     }
 }
@@ -78,9 +80,14 @@ pub fn run(args: EvalArgs) -> Result<ExitCode> {
         config.rollout.max_new_tokens = n;
     }
     config.validate()?;
-    let out = args.out.unwrap_or_else(|| trainer::runner::default_eval_dir(&config, &args.policy));
+    let out = args
+        .out
+        .unwrap_or_else(|| trainer::runner::default_eval_dir(&config, &args.policy));
     let evaluation = trainer::runner::run_eval(&config, &args.policy, &out)?;
     println!("{}", trainer::eval::table(&evaluation.summary));
-    eprintln!("wrote {}/{{config.toml,trajectories.jsonl,summary.json}}", out.display());
+    eprintln!(
+        "wrote {}/{{config.toml,trajectories.jsonl,summary.json}}",
+        out.display()
+    );
     Ok(ExitCode::SUCCESS)
 }

@@ -30,11 +30,19 @@ pub fn run(args: SftArgs) -> Result<ExitCode> {
         config.sft.data = data;
     }
     config.validate()?;
-    let out = args.out.unwrap_or_else(|| trainer::runner::default_sft_dir(&config));
+    let out = args
+        .out
+        .unwrap_or_else(|| trainer::runner::default_sft_dir(&config));
     let (report, summary) = trainer::runner::run_sft(&config, &out, args.resume.as_deref())?;
-    println!("trained on {} samples ({} too long, left out) for {} optimizer steps", report.samples, report.skipped, report.steps);
+    println!(
+        "trained on {} samples ({} too long, left out) for {} optimizer steps",
+        report.samples, report.skipped, report.steps
+    );
     if let (Some(first), Some(last)) = (report.log.first(), report.log.last()) {
-        println!("loss {:.4} (step {}) -> {:.4} (step {})", first.loss, first.step, last.loss, last.step);
+        println!(
+            "loss {:.4} (step {}) -> {:.4} (step {})",
+            first.loss, first.step, last.loss, last.step
+        );
     }
     println!("final model: {}", report.final_dir.display());
     if let Some(summary) = summary {

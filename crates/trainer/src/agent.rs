@@ -35,7 +35,10 @@ pub struct Reply {
 impl Reply {
     /// A reply of plain text with no token information.
     pub fn text(output: impl Into<String>) -> Reply {
-        Reply { output: output.into().into_bytes(), ..Reply::default() }
+        Reply {
+            output: output.into().into_bytes(),
+            ..Reply::default()
+        }
     }
 }
 

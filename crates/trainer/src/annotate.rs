@@ -83,7 +83,10 @@ impl Situation {
         if self.last_failed {
             return;
         }
-        let place = action.strip_prefix("go to ").or_else(|| action.strip_prefix("open ")).map(str::to_string);
+        let place = action
+            .strip_prefix("go to ")
+            .or_else(|| action.strip_prefix("open "))
+            .map(str::to_string);
         if let Some(place) = &place {
             self.visited.insert(place.clone());
             self.note_contents(place, feedback);
@@ -106,7 +109,10 @@ impl Situation {
                     }
                 }
             }
-        } else if ["You heat the ", "You cool the ", "You clean the "].iter().any(|p| feedback.starts_with(p)) {
+        } else if ["You heat the ", "You cool the ", "You clean the "]
+            .iter()
+            .any(|p| feedback.starts_with(p))
+        {
             self.processed = true;
         }
     }
@@ -114,9 +120,13 @@ impl Situation {
     /// Notes task objects and lamps listed in `feedback` as lying at `place`.
     fn note_contents(&mut self, place: &str, feedback: &str) {
         let Some(task) = &self.task else { return };
-        let Some((_, list)) = feedback.split_once("you see ") else { return };
+        let Some((_, list)) = feedback.split_once("you see ") else {
+            return;
+        };
         let items = parse_list(list.split('.').next().unwrap_or(""));
-        let object_here = items.iter().any(|o| kind_of(o) == task.object && !self.taken.contains(o));
+        let object_here = items
+            .iter()
+            .any(|o| kind_of(o) == task.object && !self.taken.contains(o));
         let lamp_here = items.iter().any(|o| kind_of(o) == task.target);
         if object_here {
             self.object_at = Some(place.to_string());
@@ -139,19 +149,30 @@ impl Situation {
     fn searching_for(&self) -> Option<String> {
         let task = self.task.as_ref()?;
         if self.holds_task_object() {
-            return (task.kind == TaskType::LookAtInLight && self.lamp_at.is_none()).then(|| task.target.clone());
+            return (task.kind == TaskType::LookAtInLight && self.lamp_at.is_none())
+                .then(|| task.target.clone());
         }
         self.object_at.is_none().then(|| task.object.clone())
     }
 
     /// Receptacles not visited yet, in the intro's order, without `except`.
     fn unseen(&self, except: &str) -> Vec<&str> {
-        self.receptacles.iter().map(String::as_str).filter(|r| !self.visited.contains(*r) && *r != except).collect()
+        self.receptacles
+            .iter()
+            .map(String::as_str)
+            .filter(|r| !self.visited.contains(*r) && *r != except)
+            .collect()
     }
 
     /// The tag and one-sentence reason for playing `action` now (step `step`, 0-based).
     /// `mistake` says whether the previous step was a mistake and of which kind.
-    pub fn annotate(&mut self, step: usize, action: &str, mistake: Option<Mistake>, rng: &mut impl Rng) -> (Tag, String) {
+    pub fn annotate(
+        &mut self,
+        step: usize,
+        action: &str,
+        mistake: Option<Mistake>,
+        rng: &mut impl Rng,
+    ) -> (Tag, String) {
         if step == 0 {
             return (Tag::Planning, self.plan_reason(action, rng));
         }
@@ -159,7 +180,9 @@ impl Situation {
         if let Some(kind) = mistake {
             return (Tag::Reflection, self.reflection_reason(kind, action, rng));
         }
-        let looks = ["go to ", "open ", "examine "].iter().any(|p| action.starts_with(p));
+        let looks = ["go to ", "open ", "examine "]
+            .iter()
+            .any(|p| action.starts_with(p));
         if let (Some(what), true) = (self.searching_for(), looks) {
             let target = target_of(action);
             if self.unseen(target).is_empty() && !self.visited.is_empty() && !self.replanned {
@@ -173,15 +196,29 @@ impl Situation {
 
     fn plan_reason(&self, action: &str, rng: &mut impl Rng) -> String {
         let Some(task) = &self.task else {
-            return format!("I do not recognise the task yet, so I start by {} to learn more.", describe(action));
+            return format!(
+                "I do not recognise the task yet, so I start by {} to learn more.",
+                describe(action)
+            );
         };
         let goals = subgoals(task);
-        let numbered: Vec<String> = goals.iter().enumerate().map(|(i, g)| format!("({}) {g}", i + 1)).collect();
+        let numbered: Vec<String> = goals
+            .iter()
+            .enumerate()
+            .map(|(i, g)| format!("({}) {g}", i + 1))
+            .collect();
         let first = describe(action);
         match rng.gen_range(0..3) {
             0 => format!("Plan: {}; I begin by {first}.", numbered.join(", ")),
-            1 => format!("To finish the task I must {}, so I start by {first}.", join_then(&goals)),
-            _ => format!("The task breaks into {} subgoals, {}, and the first move is {first}.", goals.len(), goals.join(", ")),
+            1 => format!(
+                "To finish the task I must {}, so I start by {first}.",
+                join_then(&goals)
+            ),
+            _ => format!(
+                "The task breaks into {} subgoals, {}, and the first move is {first}.",
+                goals.len(),
+                goals.join(", ")
+            ),
         }
     }
 
@@ -232,13 +269,28 @@ impl Situation {
         if let Some(place) = action.strip_prefix("go to ") {
             let holding = self.holding.clone().unwrap_or_default();
             if self.object_at.as_deref() == Some(place) && !self.holds_task_object() {
-                let object = self.task.as_ref().map(|t| t.object.clone()).unwrap_or_default();
-                return [format!("I saw {} {object} at {place}, so I go there to pick it up.", article(&object)), format!("{} holds the {object} I need, so I head there.", capitalise(place))][pick].clone();
+                let object = self
+                    .task
+                    .as_ref()
+                    .map(|t| t.object.clone())
+                    .unwrap_or_default();
+                return [
+                    format!(
+                        "I saw {} {object} at {place}, so I go there to pick it up.",
+                        article(&object)
+                    ),
+                    format!(
+                        "{} holds the {object} I need, so I head there.",
+                        capitalise(place)
+                    ),
+                ][pick]
+                    .clone();
             }
             if self.lamp_at.as_deref() == Some(place) {
                 return format!("The lamp I need is at {place}, so I carry {holding} there.");
             }
-            if let (Some(verb), false, true) = (task_verb, self.processed, self.holds_task_object()) {
+            if let (Some(verb), false, true) = (task_verb, self.processed, self.holds_task_object())
+            {
                 return [format!("I carry {holding}; it must be {verb}ed next, so I go to {place}."), format!("The next subgoal is to {verb} {holding}, which needs {place}, so I walk there.")][pick].clone();
             }
             if self.holds_task_object() {
@@ -249,11 +301,25 @@ impl Situation {
         match words.first().copied() {
             Some("take") => {
                 let (object, place) = split_from(action, "take ", " from ");
-                [format!("{} is right here in {place}, so I take it as the plan says.", capitalise(object)), format!("I found {object} in {place}; picking it up completes this subgoal.")][pick].clone()
+                [
+                    format!(
+                        "{} is right here in {place}, so I take it as the plan says.",
+                        capitalise(object)
+                    ),
+                    format!("I found {object} in {place}; picking it up completes this subgoal."),
+                ][pick]
+                    .clone()
             }
             Some(verb @ ("heat" | "cool" | "clean")) => {
                 let (object, place) = split_from(action, &format!("{verb} "), " with ");
-                [format!("I hold {object} at {place}, so I {verb} it now before placing it."), format!("{} is the right appliance, so I {verb} {object} with it as planned.", capitalise(place))][pick].clone()
+                [
+                    format!("I hold {object} at {place}, so I {verb} it now before placing it."),
+                    format!(
+                        "{} is the right appliance, so I {verb} {object} with it as planned.",
+                        capitalise(place)
+                    ),
+                ][pick]
+                    .clone()
             }
             Some("move") => {
                 let (object, place) = split_from(action, "move ", " to ");
@@ -261,12 +327,22 @@ impl Situation {
                     Some(v) if self.processed => format!("{v}ed"),
                     _ => "in hand".to_string(),
                 };
-                [format!("{} is {state} and {place} is where the task wants it, so I put it there.", capitalise(object)), format!("Putting {object} in {place} finishes this part of the plan.")][pick].clone()
+                [
+                    format!(
+                        "{} is {state} and {place} is where the task wants it, so I put it there.",
+                        capitalise(object)
+                    ),
+                    format!("Putting {object} in {place} finishes this part of the plan."),
+                ][pick]
+                    .clone()
             }
             Some("open") => {
                 let place = target_of(action);
                 let holding = self.holding.clone().unwrap_or_else(|| "the object".into());
-                format!("{} is closed, so I open it to put {holding} inside.", capitalise(place))
+                format!(
+                    "{} is closed, so I open it to put {holding} inside.",
+                    capitalise(place)
+                )
             }
             Some("use") => {
                 let lamp = target_of(action);
@@ -287,16 +363,35 @@ impl Situation {
 pub fn subgoals(task: &Task) -> Vec<String> {
     let (o, t) = (&task.object, &task.target);
     match task.kind {
-        TaskType::PickAndPlace => vec![format!("find {} {o}", article(o)), "take it".into(), format!("put it in {} {t}", article(t))],
-        TaskType::PickTwo => vec![format!("find a first {o}"), format!("put it in {} {t}", article(t)), format!("find a second {o}"), format!("put it in the same {t}")],
-        TaskType::LookAtInLight => vec![format!("find {} {o}", article(o)), "take it".into(), format!("find {} {t}", article(t)), format!("turn on the {t} while holding the {o}")],
+        TaskType::PickAndPlace => vec![
+            format!("find {} {o}", article(o)),
+            "take it".into(),
+            format!("put it in {} {t}", article(t)),
+        ],
+        TaskType::PickTwo => vec![
+            format!("find a first {o}"),
+            format!("put it in {} {t}", article(t)),
+            format!("find a second {o}"),
+            format!("put it in the same {t}"),
+        ],
+        TaskType::LookAtInLight => vec![
+            format!("find {} {o}", article(o)),
+            "take it".into(),
+            format!("find {} {t}", article(t)),
+            format!("turn on the {t} while holding the {o}"),
+        ],
         kind => {
             let (verb, appliance) = match kind {
                 TaskType::PickClean => ("clean", "sinkbasin"),
                 TaskType::PickHeat => ("heat", "microwave"),
                 _ => ("cool", "fridge"),
             };
-            vec![format!("find {} {o}", article(o)), "take it".into(), format!("{verb} it with the {appliance}"), format!("put it in {} {t}", article(t))]
+            vec![
+                format!("find {} {o}", article(o)),
+                "take it".into(),
+                format!("{verb} it with the {appliance}"),
+                format!("put it in {} {t}", article(t)),
+            ]
         }
     }
 }
@@ -352,7 +447,17 @@ fn split_from<'a>(action: &'a str, prefix: &str, sep: &str) -> (&'a str, &'a str
 
 /// An action as a gerund phrase: `go to desk 1` → `going to desk 1`.
 pub fn describe(action: &str) -> String {
-    let gerunds = [("go to ", "going to "), ("take ", "taking "), ("open ", "opening "), ("close ", "closing "), ("heat ", "heating "), ("cool ", "cooling "), ("clean ", "cleaning "), ("use ", "turning on "), ("examine ", "examining ")];
+    let gerunds = [
+        ("go to ", "going to "),
+        ("take ", "taking "),
+        ("open ", "opening "),
+        ("close ", "closing "),
+        ("heat ", "heating "),
+        ("cool ", "cooling "),
+        ("clean ", "cleaning "),
+        ("use ", "turning on "),
+        ("examine ", "examining "),
+    ];
     for (verb, gerund) in gerunds {
         if let Some(rest) = action.strip_prefix(verb) {
             return format!("{gerund}{rest}");
@@ -386,28 +491,61 @@ mod tests {
         let mut s = Situation::new(INTRO, None);
         let (tag, reason) = s.annotate(0, "go to countertop 1", None, &mut rng);
         assert_eq!(tag, Tag::Planning);
-        assert!(reason.contains("mug") && reason.contains("fridge") && reason.contains("cabinet"), "{reason}");
-        s.update("go to countertop 1", "You arrive at countertop 1. On the countertop 1, you see a apple 1.");
+        assert!(
+            reason.contains("mug") && reason.contains("fridge") && reason.contains("cabinet"),
+            "{reason}"
+        );
+        s.update(
+            "go to countertop 1",
+            "You arrive at countertop 1. On the countertop 1, you see a apple 1.",
+        );
         let (tag, reason) = s.annotate(1, "go to cabinet 1", None, &mut rng);
         assert_eq!(tag, Tag::Explore, "{reason}");
-        assert!(reason.contains("cabinet 1") && reason.contains("mug"), "{reason}");
-        s.update("go to cabinet 1", "You arrive at cabinet 1. The cabinet 1 is open. In it, you see a mug 2.");
+        assert!(
+            reason.contains("cabinet 1") && reason.contains("mug"),
+            "{reason}"
+        );
+        s.update(
+            "go to cabinet 1",
+            "You arrive at cabinet 1. The cabinet 1 is open. In it, you see a mug 2.",
+        );
         let (tag, reason) = s.annotate(2, "take mug 2 from cabinet 1", None, &mut rng);
         assert_eq!(tag, Tag::Monitor);
-        assert!(reason.contains("mug 2") && reason.contains("cabinet 1"), "{reason}");
-        s.update("take mug 2 from cabinet 1", "You pick up the mug 2 from the cabinet 1.");
+        assert!(
+            reason.contains("mug 2") && reason.contains("cabinet 1"),
+            "{reason}"
+        );
+        s.update(
+            "take mug 2 from cabinet 1",
+            "You pick up the mug 2 from the cabinet 1.",
+        );
         s.update("put mug 2 in fridge 1", "Nothing happens.");
         let (tag, reason) = s.annotate(4, "go to fridge 1", None, &mut rng);
         assert_eq!(tag, Tag::Reflection);
-        assert!(reason.contains("put mug 2 in fridge 1") && reason.contains("go to fridge 1"), "{reason}");
-        s.update("go to fridge 1", "You arrive at fridge 1. The fridge 1 is closed.");
+        assert!(
+            reason.contains("put mug 2 in fridge 1") && reason.contains("go to fridge 1"),
+            "{reason}"
+        );
+        s.update(
+            "go to fridge 1",
+            "You arrive at fridge 1. The fridge 1 is closed.",
+        );
         let (tag, reason) = s.annotate(5, "cool mug 2 with fridge 1", None, &mut rng);
         assert_eq!(tag, Tag::Monitor);
-        assert!(reason.contains("cool") && reason.contains("mug 2") && reason.contains("fridge 1"), "{reason}");
-        s.update("go to microwave 1", "You arrive at microwave 1. The microwave 1 is closed.");
+        assert!(
+            reason.contains("cool") && reason.contains("mug 2") && reason.contains("fridge 1"),
+            "{reason}"
+        );
+        s.update(
+            "go to microwave 1",
+            "You arrive at microwave 1. The microwave 1 is closed.",
+        );
         let (tag, reason) = s.annotate(6, "go to cabinet 1", Some(Mistake::Detour), &mut rng);
         assert_eq!(tag, Tag::Reflection);
-        assert!(reason.contains("microwave 1") && reason.contains("cabinet 1"), "{reason}");
+        assert!(
+            reason.contains("microwave 1") && reason.contains("cabinet 1"),
+            "{reason}"
+        );
     }
 
     #[test]
@@ -415,23 +553,44 @@ mod tests {
         let mut rng = ChaCha8Rng::seed_from_u64(1);
         let mut s = Situation::new(INTRO, None);
         for place in ["cabinet 1", "countertop 1", "fridge 1", "microwave 1"] {
-            s.update(&format!("go to {place}"), &format!("You arrive at {place}. On the {place}, you see nothing."));
+            s.update(
+                &format!("go to {place}"),
+                &format!("You arrive at {place}. On the {place}, you see nothing."),
+            );
         }
-        assert_eq!(s.annotate(5, "go to cabinet 1", None, &mut rng).0, Tag::Planning);
-        assert_eq!(s.annotate(6, "go to countertop 1", None, &mut rng).0, Tag::Explore);
+        assert_eq!(
+            s.annotate(5, "go to cabinet 1", None, &mut rng).0,
+            Tag::Planning
+        );
+        assert_eq!(
+            s.annotate(6, "go to countertop 1", None, &mut rng).0,
+            Tag::Explore
+        );
     }
 
     #[test]
     fn wording_varies_with_the_seed() {
         let reasons: BTreeSet<String> = (0..20)
-            .map(|seed| Situation::new(INTRO, None).annotate(0, "go to countertop 1", None, &mut ChaCha8Rng::seed_from_u64(seed)).1)
+            .map(|seed| {
+                Situation::new(INTRO, None)
+                    .annotate(
+                        0,
+                        "go to countertop 1",
+                        None,
+                        &mut ChaCha8Rng::seed_from_u64(seed),
+                    )
+                    .1
+            })
             .collect();
         assert!(reasons.len() >= 3, "{reasons:?}");
     }
 
     #[test]
     fn phrases() {
-        assert_eq!(describe("move mug 2 to cabinet 1"), "putting mug 2 in cabinet 1");
+        assert_eq!(
+            describe("move mug 2 to cabinet 1"),
+            "putting mug 2 in cabinet 1"
+        );
         assert_eq!(target_of("take mug 2 from cabinet 1"), "cabinet 1");
         assert_eq!(target_of("open drawer 3"), "drawer 3");
         assert_eq!(list_some(&["a", "b", "c", "d"], 3), "a, b, c and others");

@@ -39,10 +39,19 @@ pub struct Coldstart {
 
 /// Plays expert episodes on shuffled training tasks until `n` are kept (won, fewer steps
 /// than `options.max_steps`) or the tasks run out.
-pub fn coldstart(provider: &dyn EnvProvider, n: usize, mistake_fraction: f64, seed: u64, options: &CollectorOptions) -> Result<Coldstart> {
+pub fn coldstart(
+    provider: &dyn EnvProvider,
+    n: usize,
+    mistake_fraction: f64,
+    seed: u64,
+    options: &CollectorOptions,
+) -> Result<Coldstart> {
     let mut tasks = provider.train_tasks();
     if tasks.is_empty() {
-        return Err(TrainerError::Invalid(format!("{} has no training tasks at this level", provider.name())));
+        return Err(TrainerError::Invalid(format!(
+            "{} has no training tasks at this level",
+            provider.name()
+        )));
     }
     tasks.shuffle(&mut ChaCha8Rng::seed_from_u64(seed));
     let mut kept = Vec::new();
@@ -59,11 +68,28 @@ pub fn coldstart(provider: &dyn EnvProvider, n: usize, mistake_fraction: f64, se
         next += batch.len();
         played += collection.episodes.len();
         add_throughput(&mut throughput, &collection.throughput);
-        kept.extend(collection.episodes.into_iter().filter(|e| e.won && e.error.is_none() && e.steps.len() < options.max_steps));
+        kept.extend(
+            collection
+                .episodes
+                .into_iter()
+                .filter(|e| e.won && e.error.is_none() && e.steps.len() < options.max_steps),
+        );
     }
     kept.truncate(n);
-    let samples = kept.iter().flat_map(|e| e.steps.iter().filter(|s| !s.mistake)).map(|s| SftSample { prompt: s.prompt.clone(), response: s.output.clone() }).collect();
-    Ok(Coldstart { episodes: kept, samples, played, throughput })
+    let samples = kept
+        .iter()
+        .flat_map(|e| e.steps.iter().filter(|s| !s.mistake))
+        .map(|s| SftSample {
+            prompt: s.prompt.clone(),
+            response: s.output.clone(),
+        })
+        .collect();
+    Ok(Coldstart {
+        episodes: kept,
+        samples,
+        played,
+        throughput,
+    })
 }
 
 fn add_throughput(total: &mut Throughput, part: &Throughput) {
@@ -73,6 +99,14 @@ fn add_throughput(total: &mut Throughput, part: &Throughput) {
     total.wall_s += part.wall_s;
     total.env_s += part.env_s;
     total.policy_s += part.policy_s;
-    total.env_steps_per_s = if total.wall_s > 0.0 { total.env_steps as f64 / total.wall_s } else { 0.0 };
-    total.tokens_per_s = if total.wall_s > 0.0 { total.generated_tokens as f64 / total.wall_s } else { 0.0 };
+    total.env_steps_per_s = if total.wall_s > 0.0 {
+        total.env_steps as f64 / total.wall_s
+    } else {
+        0.0
+    };
+    total.tokens_per_s = if total.wall_s > 0.0 {
+        total.generated_tokens as f64 / total.wall_s
+    } else {
+        0.0
+    };
 }

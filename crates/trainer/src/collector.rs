@@ -16,7 +16,10 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::time::{Duration, Instant};
 
 use rlvmr_core::prompt::carried_plan;
-use rlvmr_core::{parse_output, Env, HistoryEntry, OutputStyle, PromptConfig, PromptInput, PromptStyle, StepResult, Validity};
+use rlvmr_core::{
+    parse_output, Env, HistoryEntry, OutputStyle, PromptConfig, PromptInput, PromptStyle,
+    StepResult, Validity,
+};
 use serde::Serialize;
 
 use crate::agent::{Policy, Reply, Turn};
@@ -43,7 +46,13 @@ pub struct CollectorOptions {
 
 impl Default for CollectorOptions {
     fn default() -> Self {
-        CollectorOptions { max_steps: DEFAULT_MAX_STEPS, prompt: PromptConfig::default(), validity: Validity::Strict, history_output_chars: 2000, threads: 2 }
+        CollectorOptions {
+            max_steps: DEFAULT_MAX_STEPS,
+            prompt: PromptConfig::default(),
+            validity: Validity::Strict,
+            history_output_chars: 2000,
+            threads: 2,
+        }
     }
 }
 
@@ -76,7 +85,12 @@ pub fn grouped_specs(tasks: &[TaskRef], group_size: usize, seed: u64) -> Vec<Epi
     for (i, task) in tasks.iter().enumerate() {
         let env_seed = mix(seed, i as u64);
         for g in 0..group_size {
-            specs.push(EpisodeSpec { task: task.clone(), uid: format!("{i}:{}", task.game), env_seed, rollout_seed: mix(env_seed, g as u64 + 1) });
+            specs.push(EpisodeSpec {
+                task: task.clone(),
+                uid: format!("{i}:{}", task.game),
+                env_seed,
+                rollout_seed: mix(env_seed, g as u64 + 1),
+            });
         }
     }
     specs
@@ -84,7 +98,9 @@ pub fn grouped_specs(tasks: &[TaskRef], group_size: usize, seed: u64) -> Vec<Epi
 
 /// A well-spread 64-bit seed from two numbers (SplitMix64's finaliser).
 pub fn mix(a: u64, b: u64) -> u64 {
-    let mut z = a.wrapping_add(b.wrapping_mul(0x9E37_79B9_7F4A_7C15)).wrapping_add(0x9E37_79B9_7F4A_7C15);
+    let mut z = a
+        .wrapping_add(b.wrapping_mul(0x9E37_79B9_7F4A_7C15))
+        .wrapping_add(0x9E37_79B9_7F4A_7C15);
     z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
     z ^ (z >> 31)
@@ -109,7 +125,13 @@ impl Running {
             spec,
             env: None,
             task: String::new(),
-            current: StepResult { observation: String::new(), admissible_actions: None, won: false, done: true, score: 0.0 },
+            current: StepResult {
+                observation: String::new(),
+                admissible_actions: None,
+                won: false,
+                done: true,
+                score: 0.0,
+            },
             plan: None,
             steps: Vec::new(),
             won: false,
@@ -134,12 +156,19 @@ impl Running {
 }
 
 /// Runs `f`, turning a panic into an error message.
-fn guarded<T>(what: &str, f: impl FnOnce() -> Result<T, rlvmr_core::EnvError>) -> Result<T, String> {
+fn guarded<T>(
+    what: &str,
+    f: impl FnOnce() -> Result<T, rlvmr_core::EnvError>,
+) -> Result<T, String> {
     match catch_unwind(AssertUnwindSafe(f)) {
         Ok(Ok(v)) => Ok(v),
         Ok(Err(e)) => Err(format!("environment {what} failed: {e}")),
         Err(panic) => {
-            let msg = panic.downcast_ref::<&str>().map(|s| s.to_string()).or_else(|| panic.downcast_ref::<String>().cloned()).unwrap_or_default();
+            let msg = panic
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_default();
             Err(format!("environment {what} panicked: {msg}"))
         }
     }
@@ -148,7 +177,9 @@ fn guarded<T>(what: &str, f: impl FnOnce() -> Result<T, rlvmr_core::EnvError>) -
 fn start(provider: &dyn EnvProvider, spec: &EpisodeSpec, max_steps: usize) -> Running {
     let mut env = match provider.make(&spec.task, spec.env_seed, max_steps) {
         Ok(env) => env,
-        Err(e) => return Running::failed(spec.clone(), format!("environment could not be made: {e}")),
+        Err(e) => {
+            return Running::failed(spec.clone(), format!("environment could not be made: {e}"))
+        }
     };
     match guarded("reset", || env.reset()) {
         Ok(first) => Running {
@@ -178,7 +209,11 @@ fn render(run: &Running, opts: &CollectorOptions) -> String {
     let history: Vec<HistoryEntry> = run
         .steps
         .iter()
-        .map(|s| HistoryEntry { observation: &s.observation, action: &s.action, output: clip(&s.output, opts.history_output_chars) })
+        .map(|s| HistoryEntry {
+            observation: &s.observation,
+            action: &s.action,
+            output: clip(&s.output, opts.history_output_chars),
+        })
         .collect();
     let input = PromptInput {
         task: &run.task,
@@ -200,7 +235,12 @@ fn output_style(prompt: &PromptConfig) -> OutputStyle {
 }
 
 /// Parses a reply, steps its action and records the step (or the episode's failure).
-fn advance(run: &mut Running, prompt: String, reply: Result<Reply, String>, opts: &CollectorOptions) {
+fn advance(
+    run: &mut Running,
+    prompt: String,
+    reply: Result<Reply, String>,
+    opts: &CollectorOptions,
+) {
     let reply = match reply {
         Ok(r) => r,
         Err(msg) => {
@@ -215,7 +255,11 @@ fn advance(run: &mut Running, prompt: String, reply: Result<Reply, String>, opts
     };
     let output = String::from_utf8_lossy(&reply.output).into_owned();
     let parsed = parse_output(&output, output_style(&opts.prompt), opts.validity);
-    let admissible = run.current.admissible_actions.as_ref().map(|list| list.iter().any(|a| a == &parsed.action));
+    let admissible = run
+        .current
+        .admissible_actions
+        .as_ref()
+        .map(|list| list.iter().any(|a| a == &parsed.action));
     let result = match guarded("step", || env.step(&parsed.action)) {
         Ok(r) => r,
         Err(e) => {
@@ -254,7 +298,12 @@ fn advance(run: &mut Running, prompt: String, reply: Result<Reply, String>, opts
 }
 
 /// Plays every spec to the end with `policy`. Episodes come back in the order of `specs`.
-pub fn collect(provider: &dyn EnvProvider, policy: &mut dyn Policy, specs: &[EpisodeSpec], opts: &CollectorOptions) -> Result<Collection> {
+pub fn collect(
+    provider: &dyn EnvProvider,
+    policy: &mut dyn Policy,
+    specs: &[EpisodeSpec],
+    opts: &CollectorOptions,
+) -> Result<Collection> {
     if opts.max_steps == 0 {
         return Err(TrainerError::value("max_steps", "must be at least 1"));
     }
@@ -263,7 +312,10 @@ pub fn collect(provider: &dyn EnvProvider, policy: &mut dyn Policy, specs: &[Epi
     let mut policy_time = Duration::ZERO;
 
     let t = Instant::now();
-    let mut runs: Vec<Running> = specs.iter().map(|s| start(provider, s, opts.max_steps)).collect();
+    let mut runs: Vec<Running> = specs
+        .iter()
+        .map(|s| start(provider, s, opts.max_steps))
+        .collect();
     env_time += t.elapsed();
     for (slot, run) in runs.iter().enumerate() {
         if !run.done {
@@ -293,12 +345,18 @@ pub fn collect(provider: &dyn EnvProvider, policy: &mut dyn Policy, specs: &[Epi
         let replies = policy.act(&turns)?;
         policy_time += t.elapsed();
         if replies.len() != turns.len() {
-            return Err(TrainerError::Invalid(format!("policy {} answered {} of {} turns", policy.name(), replies.len(), turns.len())));
+            return Err(TrainerError::Invalid(format!(
+                "policy {} answered {} of {} turns",
+                policy.name(),
+                replies.len(),
+                turns.len()
+            )));
         }
         drop(turns);
 
         let t = Instant::now();
-        let mut work: Vec<(&mut Running, String, Result<Reply, String>)> = Vec::with_capacity(active.len());
+        let mut work: Vec<(&mut Running, String, Result<Reply, String>)> =
+            Vec::with_capacity(active.len());
         let mut replies = replies.into_iter();
         let mut prompts = prompts.into_iter();
         for (i, run) in runs.iter_mut().enumerate() {
@@ -327,7 +385,10 @@ pub fn collect(provider: &dyn EnvProvider, policy: &mut dyn Policy, specs: &[Epi
         env_steps_per_s: per_s(env_steps),
         tokens_per_s: per_s(generated_tokens),
     };
-    Ok(Collection { episodes, throughput })
+    Ok(Collection {
+        episodes,
+        throughput,
+    })
 }
 
 /// Steps every episode of `work`, spread over `opts.threads` threads.

@@ -39,7 +39,11 @@ pub struct RunSection {
 
 impl Default for RunSection {
     fn default() -> Self {
-        RunSection { name: "run".into(), out_dir: PathBuf::from("runs"), seed: 0 }
+        RunSection {
+            name: "run".into(),
+            out_dir: PathBuf::from("runs"),
+            seed: 0,
+        }
     }
 }
 
@@ -62,7 +66,13 @@ pub struct EnvSection {
 
 impl Default for EnvSection {
     fn default() -> Self {
-        EnvSection { name: "alfworld".into(), split: "L0".into(), max_steps: DEFAULT_MAX_STEPS, data: None, validity: Validity::Strict }
+        EnvSection {
+            name: "alfworld".into(),
+            split: "L0".into(),
+            max_steps: DEFAULT_MAX_STEPS,
+            data: None,
+            validity: Validity::Strict,
+        }
     }
 }
 
@@ -77,7 +87,10 @@ pub struct ModelSection {
 
 impl Default for ModelSection {
     fn default() -> Self {
-        ModelSection { path: policy::assets::DEFAULT_MODEL_NAME.into(), quantized_decode: false }
+        ModelSection {
+            path: policy::assets::DEFAULT_MODEL_NAME.into(),
+            quantized_decode: false,
+        }
     }
 }
 
@@ -104,7 +117,16 @@ pub struct RolloutSection {
 
 impl Default for RolloutSection {
     fn default() -> Self {
-        RolloutSection { group_size: 8, temperature: 1.0, top_k: 0, top_p: 1.0, max_new_tokens: 256, max_batch: 16, threads: 2, history_output_chars: 2000 }
+        RolloutSection {
+            group_size: 8,
+            temperature: 1.0,
+            top_k: 0,
+            top_p: 1.0,
+            max_new_tokens: 256,
+            max_batch: 16,
+            threads: 2,
+            history_output_chars: 2000,
+        }
     }
 }
 
@@ -120,7 +142,10 @@ pub struct EvalSection {
 
 impl Default for EvalSection {
     fn default() -> Self {
-        EvalSection { episodes: None, temperature: 0.4 }
+        EvalSection {
+            episodes: None,
+            temperature: 0.4,
+        }
     }
 }
 
@@ -135,7 +160,10 @@ pub struct ColdstartSection {
 
 impl Default for ColdstartSection {
     fn default() -> Self {
-        ColdstartSection { episodes: 200, mistake_fraction: 0.25 }
+        ColdstartSection {
+            episodes: 200,
+            mistake_fraction: 0.25,
+        }
     }
 }
 
@@ -194,14 +222,20 @@ fn positive(key: &str, value: usize) -> Result<()> {
 
 fn in_range(key: &str, value: f64, low: f64, high: f64) -> Result<()> {
     if !(value.is_finite() && value >= low && value <= high) {
-        return Err(TrainerError::value(key, format!("must be in [{low}, {high}], got {value}")));
+        return Err(TrainerError::value(
+            key,
+            format!("must be in [{low}, {high}], got {value}"),
+        ));
     }
     Ok(())
 }
 
 fn non_negative(key: &str, value: f64) -> Result<()> {
     if !(value.is_finite() && value >= 0.0) {
-        return Err(TrainerError::value(key, format!("must be a finite number >= 0, got {value}")));
+        return Err(TrainerError::value(
+            key,
+            format!("must be a finite number >= 0, got {value}"),
+        ));
     }
     Ok(())
 }
@@ -211,7 +245,10 @@ impl RunConfig {
     pub fn from_file(path: &Path) -> Result<RunConfig> {
         let text = std::fs::read_to_string(path).map_err(|e| TrainerError::io(path, e))?;
         let config = Self::from_toml(&text).map_err(|e| match e {
-            TrainerError::Config { message, .. } => TrainerError::Config { path: path.display().to_string(), message },
+            TrainerError::Config { message, .. } => TrainerError::Config {
+                path: path.display().to_string(),
+                message,
+            },
             other => other,
         })?;
         Ok(config)
@@ -219,26 +256,39 @@ impl RunConfig {
 
     /// Parses and validates config text.
     pub fn from_toml(text: &str) -> Result<RunConfig> {
-        let config: RunConfig = toml::from_str(text).map_err(|e| TrainerError::Config { path: "<text>".into(), message: e.to_string() })?;
+        let config: RunConfig = toml::from_str(text).map_err(|e| TrainerError::Config {
+            path: "<text>".into(),
+            message: e.to_string(),
+        })?;
         config.validate()?;
         Ok(config)
     }
 
     /// Every key with its value, as TOML (what a run writes as `config.toml`).
     pub fn to_toml(&self) -> Result<String> {
-        toml::to_string(self).map_err(|e| TrainerError::Invalid(format!("cannot write the config as TOML: {e}")))
+        toml::to_string(self)
+            .map_err(|e| TrainerError::Invalid(format!("cannot write the config as TOML: {e}")))
     }
 
     /// Refuses impossible values, naming the key.
     pub fn validate(&self) -> Result<()> {
         if self.run.name.trim().is_empty() || self.run.name.contains(['/', '\\']) {
-            return Err(TrainerError::value("run.name", format!("must be a plain non-empty name, got {:?}", self.run.name)));
+            return Err(TrainerError::value(
+                "run.name",
+                format!("must be a plain non-empty name, got {:?}", self.run.name),
+            ));
         }
         if !crate::envs::ENV_NAMES.contains(&self.env.name.as_str()) {
-            return Err(TrainerError::value("env.name", format!("must be alfworld or sciworld, got {:?}", self.env.name)));
+            return Err(TrainerError::value(
+                "env.name",
+                format!("must be alfworld or sciworld, got {:?}", self.env.name),
+            ));
         }
         if !["L0", "L1", "L2"].contains(&self.env.split.as_str()) {
-            return Err(TrainerError::value("env.split", format!("must be L0, L1 or L2, got {:?}", self.env.split)));
+            return Err(TrainerError::value(
+                "env.split",
+                format!("must be L0, L1 or L2, got {:?}", self.env.split),
+            ));
         }
         positive("env.max_steps", self.env.max_steps)?;
         if self.model.path.trim().is_empty() {
@@ -248,7 +298,10 @@ impl RunConfig {
         positive("rollout.group_size", r.group_size)?;
         non_negative("rollout.temperature", r.temperature)?;
         if !(r.top_p > 0.0 && r.top_p <= 1.0) {
-            return Err(TrainerError::value("rollout.top_p", format!("must be in (0, 1], got {}", r.top_p)));
+            return Err(TrainerError::value(
+                "rollout.top_p",
+                format!("must be in (0, 1], got {}", r.top_p),
+            ));
         }
         positive("rollout.max_new_tokens", r.max_new_tokens)?;
         positive("rollout.max_batch", r.max_batch)?;
@@ -259,11 +312,19 @@ impl RunConfig {
         }
         non_negative("eval.temperature", self.eval.temperature)?;
         positive("coldstart.episodes", self.coldstart.episodes)?;
-        in_range("coldstart.mistake_fraction", self.coldstart.mistake_fraction, 0.0, 1.0)?;
+        in_range(
+            "coldstart.mistake_fraction",
+            self.coldstart.mistake_fraction,
+            0.0,
+            1.0,
+        )?;
         let s = &self.sft;
         positive("sft.epochs", s.epochs)?;
         if !(s.lr.is_finite() && s.lr > 0.0) {
-            return Err(TrainerError::value("sft.lr", format!("must be a finite number > 0, got {}", s.lr)));
+            return Err(TrainerError::value(
+                "sft.lr",
+                format!("must be a finite number > 0, got {}", s.lr),
+            ));
         }
         in_range("sft.warmup_ratio", s.warmup_ratio, 0.0, 1.0)?;
         positive("sft.batch_size", s.batch_size)?;
@@ -305,7 +366,10 @@ mod tests {
     use super::*;
 
     fn err(text: &str) -> String {
-        RunConfig::from_toml(text).err().map(|e| e.to_string()).unwrap_or_default()
+        RunConfig::from_toml(text)
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default()
     }
 
     #[test]
@@ -314,8 +378,17 @@ mod tests {
         config.validate().unwrap();
         let text = config.to_toml().unwrap();
         assert_eq!(RunConfig::from_toml(&text).unwrap(), config);
-        let with_options = RunConfig { eval: EvalSection { episodes: Some(3), temperature: 0.0 }, ..RunConfig::default() };
-        assert_eq!(RunConfig::from_toml(&with_options.to_toml().unwrap()).unwrap(), with_options);
+        let with_options = RunConfig {
+            eval: EvalSection {
+                episodes: Some(3),
+                temperature: 0.0,
+            },
+            ..RunConfig::default()
+        };
+        assert_eq!(
+            RunConfig::from_toml(&with_options.to_toml().unwrap()).unwrap(),
+            with_options
+        );
     }
 
     #[test]
@@ -338,7 +411,9 @@ mod tests {
         assert!(err("[env]\nname = \"nethack\"\n").contains("env.name"));
         assert!(err("[sft]\nlr = 0.0\n").contains("sft.lr"));
         assert!(err("[sft]\nwarmup_ratio = 2.0\n").contains("sft.warmup_ratio"));
-        assert!(err("[coldstart]\nmistake_fraction = -0.1\n").contains("coldstart.mistake_fraction"));
+        assert!(
+            err("[coldstart]\nmistake_fraction = -0.1\n").contains("coldstart.mistake_fraction")
+        );
         assert!(err("[run]\nname = \"a/b\"\n").contains("run.name"));
         let e = err("[rollout]\ngroup_size = \"eight\"\n");
         assert!(e.contains("group_size") || e.contains("line 2"), "{e}");

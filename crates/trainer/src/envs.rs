@@ -24,7 +24,12 @@ pub trait EnvProvider: Sync {
     /// The level's test tasks (evaluation), sorted.
     fn test_tasks(&self) -> Vec<TaskRef>;
     /// A fresh environment for one episode of `task`; it ends episodes after `max_steps`.
-    fn make(&self, task: &TaskRef, env_seed: u64, max_steps: usize) -> Result<Box<dyn Env + Send>, EnvError>;
+    fn make(
+        &self,
+        task: &TaskRef,
+        env_seed: u64,
+        max_steps: usize,
+    ) -> Result<Box<dyn Env + Send>, EnvError>;
 }
 
 /// The environments `--env` accepts.
@@ -35,7 +40,10 @@ pub const ENV_NAMES: [&str; 2] = ["alfworld", "sciworld"];
 pub fn open_env(env: &str, split: &str, data: Option<&Path>) -> Result<Box<dyn EnvProvider>> {
     match env {
         "alfworld" => {
-            let level = Level::from_name(split).ok_or_else(|| TrainerError::UnknownSplit { env: env.into(), split: split.into() })?;
+            let level = Level::from_name(split).ok_or_else(|| TrainerError::UnknownSplit {
+                env: env.into(),
+                split: split.into(),
+            })?;
             let data = match data {
                 Some(path) => AlfworldData::open(path)?,
                 None => default_alfworld_data()?,
@@ -71,20 +79,35 @@ pub struct AlfworldProvider {
 
 impl AlfworldProvider {
     pub fn new(data: AlfworldData, level: Level) -> Self {
-        AlfworldProvider { data, level, games: Mutex::new(HashMap::new()) }
+        AlfworldProvider {
+            data,
+            level,
+            games: Mutex::new(HashMap::new()),
+        }
     }
 
     fn tasks(entries: Vec<&alfworld::GameEntry>) -> Vec<TaskRef> {
-        entries.into_iter().map(|g| TaskRef { game: g.path.clone(), task_type: g.task_type.short().to_string() }).collect()
+        entries
+            .into_iter()
+            .map(|g| TaskRef {
+                game: g.path.clone(),
+                task_type: g.task_type.short().to_string(),
+            })
+            .collect()
     }
 
     fn game(&self, path: &str) -> Result<Arc<Game>, EnvError> {
-        let mut cache = self.games.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut cache = self
+            .games
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
         if let Some(game) = cache.get(path) {
             return Ok(game.clone());
         }
         let text = self.data.read(path).map_err(|e| EnvError(e.to_string()))?;
-        let game = Arc::new(alfworld::load_game(&text).map_err(|e| EnvError(format!("game {path}: {e}")))?);
+        let game = Arc::new(
+            alfworld::load_game(&text).map_err(|e| EnvError(format!("game {path}: {e}")))?,
+        );
         cache.insert(path.to_string(), game.clone());
         Ok(game)
     }
@@ -108,8 +131,15 @@ impl EnvProvider for AlfworldProvider {
     }
 
     /// ALFWorld games are deterministic: the seed changes nothing.
-    fn make(&self, task: &TaskRef, _env_seed: u64, max_steps: usize) -> Result<Box<dyn Env + Send>, EnvError> {
-        Ok(Box::new(AlfworldEnv::new(self.game(&task.game)?).with_max_steps(max_steps)))
+    fn make(
+        &self,
+        task: &TaskRef,
+        _env_seed: u64,
+        max_steps: usize,
+    ) -> Result<Box<dyn Env + Send>, EnvError> {
+        Ok(Box::new(
+            AlfworldEnv::new(self.game(&task.game)?).with_max_steps(max_steps),
+        ))
     }
 }
 
@@ -119,11 +149,23 @@ mod tests {
 
     #[test]
     fn sciworld_is_a_clear_not_yet_and_bad_names_are_named() {
-        let err = open_env("sciworld", "L0", None).err().map(|e| e.to_string()).unwrap_or_default();
-        assert!(err.contains("sciworld") && err.contains("not available yet"), "{err}");
-        let err = open_env("minecraft", "L0", None).err().map(|e| e.to_string()).unwrap_or_default();
+        let err = open_env("sciworld", "L0", None)
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(
+            err.contains("sciworld") && err.contains("not available yet"),
+            "{err}"
+        );
+        let err = open_env("minecraft", "L0", None)
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
         assert!(err.contains("minecraft"), "{err}");
-        let err = open_env("alfworld", "L7", Some(Path::new("/nonexistent"))).err().map(|e| e.to_string()).unwrap_or_default();
+        let err = open_env("alfworld", "L7", Some(Path::new("/nonexistent")))
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
         assert!(err.contains("L7"), "{err}");
     }
 }

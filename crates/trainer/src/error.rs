@@ -29,18 +29,28 @@ pub enum TrainerError {
         source: std::io::Error,
     },
     #[error("{path}, line {line}: {message}")]
-    Line { path: PathBuf, line: usize, message: String },
+    Line {
+        path: PathBuf,
+        line: usize,
+        message: String,
+    },
     #[error("{0}")]
     Invalid(String),
 }
 
 impl TrainerError {
     pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
-        TrainerError::Io { path: path.into(), source }
+        TrainerError::Io {
+            path: path.into(),
+            source,
+        }
     }
 
     pub(crate) fn value(key: &str, message: impl Into<String>) -> Self {
-        TrainerError::ConfigValue { key: key.to_string(), message: message.into() }
+        TrainerError::ConfigValue {
+            key: key.to_string(),
+            message: message.into(),
+        }
     }
 }
 

@@ -82,10 +82,20 @@ fn mr_rewards(episode: &EpisodeRecord) -> Vec<f64> {
         steps: episode
             .steps
             .iter()
-            .map(|s| StepFacts { format_valid: s.format_valid, tag: s.tag, action: &s.action, admissible: s.admissible.unwrap_or(true), observation: &s.observation })
+            .map(|s| StepFacts {
+                format_valid: s.format_valid,
+                tag: s.tag,
+                action: &s.action,
+                admissible: s.admissible.unwrap_or(true),
+                observation: &s.observation,
+            })
             .collect(),
     };
-    compute_rewards(&RewardConfig::default(), &facts).steps.iter().map(|r| r.mr_reward).collect()
+    compute_rewards(&RewardConfig::default(), &facts)
+        .steps
+        .iter()
+        .map(|r| r.mr_reward)
+        .collect()
 }
 
 /// The §7 metrics of `episodes`.
@@ -102,7 +112,14 @@ pub fn metrics_of(episodes: &[&EpisodeRecord]) -> Metrics {
                 .steps
                 .iter()
                 .zip(mr)
-                .map(|(s, &mr_reward)| StepMetricsInput { observation: &s.observation, action: &s.action, format_valid: s.format_valid, tag: s.tag, admissible: s.admissible, mr_reward })
+                .map(|(s, &mr_reward)| StepMetricsInput {
+                    observation: &s.observation,
+                    action: &s.action,
+                    format_valid: s.format_valid,
+                    tag: s.tag,
+                    admissible: s.admissible,
+                    mr_reward,
+                })
                 .collect(),
         })
         .collect();
@@ -110,7 +127,13 @@ pub fn metrics_of(episodes: &[&EpisodeRecord]) -> Metrics {
 }
 
 /// Summarises finished episodes.
-pub fn summarize(env: &str, split: &str, policy: &str, episodes: &[EpisodeRecord], throughput: Throughput) -> Summary {
+pub fn summarize(
+    env: &str,
+    split: &str,
+    policy: &str,
+    episodes: &[EpisodeRecord],
+    throughput: Throughput,
+) -> Summary {
     let all: Vec<&EpisodeRecord> = episodes.iter().collect();
     let overall = metrics_of(&all);
     let mut by_type: BTreeMap<String, Vec<&EpisodeRecord>> = BTreeMap::new();
@@ -123,7 +146,10 @@ pub fn summarize(env: &str, split: &str, policy: &str, episodes: &[EpisodeRecord
         policy: policy.into(),
         overall: Rates::from(&overall),
         failed_episodes: episodes.iter().filter(|e| e.error.is_some()).count(),
-        per_type: by_type.into_iter().map(|(t, eps)| (t, Rates::from(&metrics_of(&eps)))).collect(),
+        per_type: by_type
+            .into_iter()
+            .map(|(t, eps)| (t, Rates::from(&metrics_of(&eps))))
+            .collect(),
         tag_rewards: overall.tag_rewards,
         throughput,
     }
@@ -131,7 +157,10 @@ pub fn summarize(env: &str, split: &str, policy: &str, episodes: &[EpisodeRecord
 
 /// The §7 table as markdown, then the tag mix and the collector's speed.
 pub fn table(summary: &Summary) -> String {
-    let mut out = format!("{} {} · policy {}\n\n", summary.env, summary.split, summary.policy);
+    let mut out = format!(
+        "{} {} · policy {}\n\n",
+        summary.env, summary.split, summary.policy
+    );
     out.push_str("| type | episodes | success % | invalid % | inadmissible % | repetitive % | avg actions |\n|---|---:|---:|---:|---:|---:|---:|\n");
     let row = |name: &str, r: &Rates| {
         format!(
@@ -150,11 +179,19 @@ pub fn table(summary: &Summary) -> String {
     out.push_str(&row("all", &summary.overall));
     let mix: Vec<String> = ["planning", "explore", "reflection", "monitor", "none"]
         .iter()
-        .map(|t| format!("{t} {:.1}%", 100.0 * summary.overall.tag_mix.get(*t).copied().unwrap_or(0.0)))
+        .map(|t| {
+            format!(
+                "{t} {:.1}%",
+                100.0 * summary.overall.tag_mix.get(*t).copied().unwrap_or(0.0)
+            )
+        })
         .collect();
     out.push_str(&format!("\ntag mix: {}\n", mix.join(", ")));
     if summary.failed_episodes > 0 {
-        out.push_str(&format!("failed episodes (environment or policy error): {}\n", summary.failed_episodes));
+        out.push_str(&format!(
+            "failed episodes (environment or policy error): {}\n",
+            summary.failed_episodes
+        ));
     }
     let t = &summary.throughput;
     out.push_str(&format!(
@@ -172,9 +209,25 @@ pub struct Evaluation {
 }
 
 /// Plays `tasks` once each with `policy` and summarises.
-pub fn evaluate(provider: &dyn EnvProvider, policy: &mut dyn Policy, tasks: &[TaskRef], split: &str, options: &CollectorOptions, seed: u64) -> Result<Evaluation> {
+pub fn evaluate(
+    provider: &dyn EnvProvider,
+    policy: &mut dyn Policy,
+    tasks: &[TaskRef],
+    split: &str,
+    options: &CollectorOptions,
+    seed: u64,
+) -> Result<Evaluation> {
     let specs = grouped_specs(tasks, 1, seed);
     let collection = collect(provider, policy, &specs, options)?;
-    let summary = summarize(provider.name(), split, &policy.name(), &collection.episodes, collection.throughput);
-    Ok(Evaluation { episodes: collection.episodes, summary })
+    let summary = summarize(
+        provider.name(),
+        split,
+        &policy.name(),
+        &collection.episodes,
+        collection.throughput,
+    );
+    Ok(Evaluation {
+        episodes: collection.episodes,
+        summary,
+    })
 }

@@ -18,8 +18,8 @@ pub mod sft;
 
 pub use agent::{Policy, Reply, Turn};
 pub use collector::{collect, grouped_specs, Collection, CollectorOptions, Throughput};
+pub use config::RunConfig;
 pub use envs::{open_env, EnvProvider};
 pub use error::{Result, TrainerError};
 pub use record::{EpisodeRecord, EpisodeSpec, StepRecord, TaskRef};
-pub use config::RunConfig;
 pub use rundir::RunDir;

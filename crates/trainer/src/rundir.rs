@@ -29,7 +29,9 @@ impl RunDir {
     /// Creates `path` (and parents) and writes `config.toml`.
     pub fn create(path: &Path, config: &RunConfig) -> Result<RunDir> {
         std::fs::create_dir_all(path).map_err(|e| TrainerError::io(path, e))?;
-        let dir = RunDir { path: path.to_path_buf() };
+        let dir = RunDir {
+            path: path.to_path_buf(),
+        };
         dir.write_text("config.toml", &config.to_toml()?)?;
         Ok(dir)
     }
@@ -49,7 +51,8 @@ impl RunDir {
 
     /// Writes `value` as pretty JSON.
     pub fn write_json(&self, name: &str, value: &impl Serialize) -> Result<()> {
-        let text = serde_json::to_string_pretty(value).map_err(|e| TrainerError::Invalid(format!("{name}: {e}")))?;
+        let text = serde_json::to_string_pretty(value)
+            .map_err(|e| TrainerError::Invalid(format!("{name}: {e}")))?;
         self.write_text(name, &(text + "\n"))
     }
 
@@ -59,7 +62,8 @@ impl RunDir {
         let file = File::create(&path).map_err(|e| TrainerError::io(&path, e))?;
         let mut out = BufWriter::new(file);
         for item in items {
-            let line = serde_json::to_string(item).map_err(|e| TrainerError::Invalid(format!("{name}: {e}")))?;
+            let line = serde_json::to_string(item)
+                .map_err(|e| TrainerError::Invalid(format!("{name}: {e}")))?;
             writeln!(out, "{line}").map_err(|e| TrainerError::io(&path, e))?;
         }
         out.flush().map_err(|e| TrainerError::io(&path, e))

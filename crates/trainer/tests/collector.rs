@@ -11,7 +11,10 @@ use trainer::policies::{ExpertPolicy, RandomPolicy};
 use trainer::{collect, grouped_specs, CollectorOptions, EpisodeSpec, TaskRef};
 
 fn options(max_steps: usize) -> CollectorOptions {
-    CollectorOptions { max_steps, ..CollectorOptions::default() }
+    CollectorOptions {
+        max_steps,
+        ..CollectorOptions::default()
+    }
 }
 
 #[test]
@@ -19,20 +22,39 @@ fn the_expert_wins_every_l2_test_game_through_the_collector() {
     let provider = common::alfworld("L2");
     let tasks = provider.test_tasks();
     assert_eq!(tasks.len(), 38);
-    assert!(tasks.iter().all(|t| t.task_type == "cool" || t.task_type == "pick_two"));
+    assert!(tasks
+        .iter()
+        .all(|t| t.task_type == "cool" || t.task_type == "pick_two"));
     let specs = grouped_specs(&tasks, 1, 0);
-    let run = collect(provider.as_ref(), &mut ExpertPolicy::new(0.0), &specs, &options(30)).unwrap();
+    let run = collect(
+        provider.as_ref(),
+        &mut ExpertPolicy::new(0.0),
+        &specs,
+        &options(30),
+    )
+    .unwrap();
     assert_eq!(run.episodes.len(), 38);
     for e in &run.episodes {
-        assert!(e.won && e.error.is_none(), "{} not won: {:?}", e.game, e.error);
-        assert!(e.steps.iter().all(|s| s.format_valid && s.tag.is_some() && s.admissible == Some(true)));
+        assert!(
+            e.won && e.error.is_none(),
+            "{} not won: {:?}",
+            e.game,
+            e.error
+        );
+        assert!(e
+            .steps
+            .iter()
+            .all(|s| s.format_valid && s.tag.is_some() && s.admissible == Some(true)));
         assert!(e.steps.last().is_some_and(|s| s.won && s.done));
         // The record chains: each step's next observation is the following step's observation.
         for pair in e.steps.windows(2) {
             assert_eq!(pair[0].next_observation, pair[1].observation);
         }
     }
-    assert_eq!(run.throughput.env_steps, run.episodes.iter().map(|e| e.steps.len()).sum::<usize>());
+    assert_eq!(
+        run.throughput.env_steps,
+        run.episodes.iter().map(|e| e.steps.len()).sum::<usize>()
+    );
     assert_eq!(run.throughput.generated_tokens, 0);
 }
 
@@ -43,18 +65,44 @@ fn groups_share_game_and_env_seed_and_runs_repeat_exactly() {
     let specs = grouped_specs(&tasks, 4, 9);
     assert_eq!(specs.len(), 12);
     for group in specs.chunks(4) {
-        assert!(group.iter().all(|s| s.uid == group[0].uid && s.env_seed == group[0].env_seed && s.task == group[0].task));
+        assert!(group.iter().all(|s| s.uid == group[0].uid
+            && s.env_seed == group[0].env_seed
+            && s.task == group[0].task));
         let mut seeds: Vec<u64> = group.iter().map(|s| s.rollout_seed).collect();
         seeds.dedup();
         assert_eq!(seeds.len(), 4, "each rollout has its own seed");
     }
-    let a = collect(provider.as_ref(), &mut RandomPolicy::new(), &specs, &options(6)).unwrap();
-    let b = collect(provider.as_ref(), &mut RandomPolicy::new(), &specs, &options(6)).unwrap();
+    let a = collect(
+        provider.as_ref(),
+        &mut RandomPolicy::new(),
+        &specs,
+        &options(6),
+    )
+    .unwrap();
+    let b = collect(
+        provider.as_ref(),
+        &mut RandomPolicy::new(),
+        &specs,
+        &options(6),
+    )
+    .unwrap();
     assert_eq!(a.episodes, b.episodes);
-    let actions = |i: usize| a.episodes[i].steps.iter().map(|s| s.action.clone()).collect::<Vec<_>>();
+    let actions = |i: usize| {
+        a.episodes[i]
+            .steps
+            .iter()
+            .map(|s| s.action.clone())
+            .collect::<Vec<_>>()
+    };
     assert_ne!(actions(0), actions(1), "rollouts of one group differ");
     for e in &a.episodes {
-        assert!(e.steps.len() == 6 && e.steps[5].done || e.won, "{} steps, won {}, error {:?}", e.steps.len(), e.won, e.error);
+        assert!(
+            e.steps.len() == 6 && e.steps[5].done || e.won,
+            "{} steps, won {}, error {:?}",
+            e.steps.len(),
+            e.won,
+            e.error
+        );
     }
 }
 
@@ -73,11 +121,18 @@ impl Policy for Garbage {
             .iter()
             .map(|t| {
                 let output: Vec<u8> = match (t.slot + t.step) % 3 {
-                    0 => (0..10_000u32).flat_map(|i| format!("tok{} <act", i % 97).into_bytes()).collect(),
+                    0 => (0..10_000u32)
+                        .flat_map(|i| format!("tok{} <act", i % 97).into_bytes())
+                        .collect(),
                     1 => vec![0xff, 0xfe, b'<', b'a', 0xc3, 0x28, 0x80],
                     _ => b"go to desk 1".to_vec(),
                 };
-                Ok(Reply { response_ids: vec![1; 10_000], logprobs: vec![-1.0; 10_000], output, ..Reply::default() })
+                Ok(Reply {
+                    response_ids: vec![1; 10_000],
+                    logprobs: vec![-1.0; 10_000],
+                    output,
+                    ..Reply::default()
+                })
             })
             .collect())
     }
@@ -98,7 +153,13 @@ fn garbage_replies_are_invalid_steps_and_the_episode_goes_on() {
             assert_eq!(s.next_observation, "Nothing happens.");
         }
     }
-    assert!(run.episodes.iter().flat_map(|e| &e.steps).any(|s| s.output.contains('\u{FFFD}')), "invalid UTF-8 is replaced, not fatal");
+    assert!(
+        run.episodes
+            .iter()
+            .flat_map(|e| &e.steps)
+            .any(|s| s.output.contains('\u{FFFD}')),
+        "invalid UTF-8 is replaced, not fatal"
+    );
     // A 10 000-token reply is kept whole in its record but cut in later prompts.
     let long = run.episodes[0].steps[0].output.len();
     assert!(long > 50_000);
@@ -155,11 +216,21 @@ impl EnvProvider for Flaky {
     fn test_tasks(&self) -> Vec<TaskRef> {
         self.inner.test_tasks()
     }
-    fn make(&self, task: &TaskRef, seed: u64, max_steps: usize) -> Result<Box<dyn Env + Send>, EnvError> {
+    fn make(
+        &self,
+        task: &TaskRef,
+        seed: u64,
+        max_steps: usize,
+    ) -> Result<Box<dyn Env + Send>, EnvError> {
         let inner = self.inner.make(task, seed, max_steps)?;
         let fail_at = (task.game == self.failing).then_some(3);
         let panic_at = (task.game == self.panicking).then_some(2);
-        Ok(Box::new(FlakyEnv { inner, steps: 0, fail_at, panic_at }))
+        Ok(Box::new(FlakyEnv {
+            inner,
+            steps: 0,
+            fail_at,
+            panic_at,
+        }))
     }
 }
 
@@ -167,15 +238,51 @@ impl EnvProvider for Flaky {
 fn a_failing_environment_fails_only_its_episode() {
     let inner = common::alfworld("L2");
     let tasks = inner.test_tasks()[..4].to_vec();
-    let provider = Flaky { failing: tasks[1].game.clone(), panicking: tasks[2].game.clone(), inner };
+    let provider = Flaky {
+        failing: tasks[1].game.clone(),
+        panicking: tasks[2].game.clone(),
+        inner,
+    };
     let mut tasks_plus_missing = tasks.clone();
-    tasks_plus_missing.push(TaskRef { game: "json_2.1.1/valid_unseen/no-such-game/trial_0/game.tw-pddl".into(), task_type: "cool".into() });
+    tasks_plus_missing.push(TaskRef {
+        game: "json_2.1.1/valid_unseen/no-such-game/trial_0/game.tw-pddl".into(),
+        task_type: "cool".into(),
+    });
     let specs = grouped_specs(&tasks_plus_missing, 1, 0);
     let run = collect(&provider, &mut ExpertPolicy::new(0.0), &specs, &options(30)).unwrap();
-    let [ok_a, failed, panicked, ok_b, missing] = run.episodes.as_slice() else { panic!("5 episodes") };
+    let [ok_a, failed, panicked, ok_b, missing] = run.episodes.as_slice() else {
+        panic!("5 episodes")
+    };
     assert!(ok_a.won && ok_b.won && ok_a.error.is_none() && ok_b.error.is_none());
-    assert!(!failed.won && failed.steps.len() == 2, "two steps recorded before the failure");
-    assert!(failed.error.as_deref().is_some_and(|e| e.contains("the simulator went away") && e.contains("step 2")), "{:?}", failed.error);
-    assert!(!panicked.won && panicked.error.as_deref().is_some_and(|e| e.contains("panicked") && e.contains("simulator bug")), "{:?}", panicked.error);
-    assert!(!missing.won && missing.steps.is_empty() && missing.error.as_deref().is_some_and(|e| e.contains("no-such-game")), "{:?}", missing.error);
+    assert!(
+        !failed.won && failed.steps.len() == 2,
+        "two steps recorded before the failure"
+    );
+    assert!(
+        failed
+            .error
+            .as_deref()
+            .is_some_and(|e| e.contains("the simulator went away") && e.contains("step 2")),
+        "{:?}",
+        failed.error
+    );
+    assert!(
+        !panicked.won
+            && panicked
+                .error
+                .as_deref()
+                .is_some_and(|e| e.contains("panicked") && e.contains("simulator bug")),
+        "{:?}",
+        panicked.error
+    );
+    assert!(
+        !missing.won
+            && missing.steps.is_empty()
+            && missing
+                .error
+                .as_deref()
+                .is_some_and(|e| e.contains("no-such-game")),
+        "{:?}",
+        missing.error
+    );
 }

@@ -30,7 +30,15 @@ pub struct ModelPolicyOptions {
 
 impl Default for ModelPolicyOptions {
     fn default() -> Self {
-        ModelPolicyOptions { max_new_tokens: 256, temperature: 0.4, top_k: 0, top_p: 1.0, seed: 0, max_batch: 16, quantized_decode: false }
+        ModelPolicyOptions {
+            max_new_tokens: 256,
+            temperature: 0.4,
+            top_k: 0,
+            top_p: 1.0,
+            seed: 0,
+            max_batch: 16,
+            quantized_decode: false,
+        }
     }
 }
 
@@ -44,21 +52,25 @@ pub struct ModelPolicy {
 }
 
 impl ModelPolicy {
-    pub fn new(name: impl Into<String>, model: Llama, tokenizer: Tokenizer, options: ModelPolicyOptions) -> Result<Self> {
-        let inference = if options.quantized_decode { model.quantized(GgmlDType::Q8_0)? } else { model.inference()? };
-        Ok(ModelPolicy { name: name.into(), model, inference, tokenizer, options, calls: 0 })
-    }
-
-    /// The model (for training code that updates it); call [`ModelPolicy::refresh`] after
-    /// changing its weights when decoding from a quantized copy.
-    pub fn model(&self) -> &Llama {
-        &self.model
-    }
-
-    /// Rebuilds the inference view from the current weights.
-    pub fn refresh(&mut self) -> Result<()> {
-        self.inference = if self.options.quantized_decode { self.model.quantized(GgmlDType::Q8_0)? } else { self.model.inference()? };
-        Ok(())
+    pub fn new(
+        name: impl Into<String>,
+        model: Llama,
+        tokenizer: Tokenizer,
+        options: ModelPolicyOptions,
+    ) -> Result<Self> {
+        let inference = if options.quantized_decode {
+            model.quantized(GgmlDType::Q8_0)?
+        } else {
+            model.inference()?
+        };
+        Ok(ModelPolicy {
+            name: name.into(),
+            model,
+            inference,
+            tokenizer,
+            options,
+            calls: 0,
+        })
     }
 
     fn sample_options(&self, seed: u64) -> SampleOptions {
@@ -79,7 +91,10 @@ impl ModelPolicy {
         let ids = self.tokenizer.encode(&text).map_err(|e| e.to_string())?;
         let context = self.model.config().max_position;
         if ids.len() >= context {
-            return Err(format!("prompt of {} tokens does not fit the context length {context}", ids.len()));
+            return Err(format!(
+                "prompt of {} tokens does not fit the context length {context}",
+                ids.len()
+            ));
         }
         Ok(ids)
     }
@@ -99,13 +114,22 @@ impl Policy for ModelPolicy {
         let ready: Vec<usize> = (0..turns.len()).filter(|&i| encoded[i].is_ok()).collect();
         let mut replies: Vec<Option<Reply>> = vec![None; turns.len()];
         for chunk in ready.chunks(self.options.max_batch.max(1)) {
-            let prompts: Vec<Vec<u32>> = chunk.iter().filter_map(|&i| encoded[i].as_ref().ok().cloned()).collect();
+            let prompts: Vec<Vec<u32>> = chunk
+                .iter()
+                .filter_map(|&i| encoded[i].as_ref().ok().cloned())
+                .collect();
             self.calls += 1;
             let opts = self.sample_options(mix(self.options.seed, self.calls));
             let sampled = sample_batch_with(&self.inference, &self.tokenizer, &prompts, &opts)?;
             for ((&i, prompt_ids), s) in chunk.iter().zip(prompts).zip(sampled) {
                 let output = self.tokenizer.decode(&s.ids, true)?;
-                replies[i] = Some(Reply { output: output.into_bytes(), prompt_ids, response_ids: s.ids, logprobs: s.logprobs, mistake: false });
+                replies[i] = Some(Reply {
+                    output: output.into_bytes(),
+                    prompt_ids,
+                    response_ids: s.ids,
+                    logprobs: s.logprobs,
+                    mistake: false,
+                });
             }
         }
         Ok(encoded

@@ -31,7 +31,8 @@ impl Policy for RandomPolicy {
     }
 
     fn start_episode(&mut self, slot: usize, spec: &EpisodeSpec) -> Result<()> {
-        self.rngs.insert(slot, ChaCha8Rng::seed_from_u64(spec.rollout_seed));
+        self.rngs
+            .insert(slot, ChaCha8Rng::seed_from_u64(spec.rollout_seed));
         Ok(())
     }
 
@@ -39,11 +40,23 @@ impl Policy for RandomPolicy {
         Ok(turns
             .iter()
             .map(|turn| {
-                let rng = self.rngs.entry(turn.slot).or_insert_with(|| ChaCha8Rng::seed_from_u64(turn.slot as u64));
-                let choices: Vec<&String> = turn.admissible.unwrap_or(&[]).iter().filter(|a| a.as_str() != "help").collect();
+                let rng = self
+                    .rngs
+                    .entry(turn.slot)
+                    .or_insert_with(|| ChaCha8Rng::seed_from_u64(turn.slot as u64));
+                let choices: Vec<&String> = turn
+                    .admissible
+                    .unwrap_or(&[])
+                    .iter()
+                    .filter(|a| a.as_str() != "help")
+                    .collect();
                 let action = choices.choose(rng).map_or("look", |a| a.as_str());
                 let tag = Tag::ALL.choose(rng).copied().unwrap_or(Tag::Explore);
-                Ok(Reply::text(tagged_reply(tag, &format!("I pick '{action}' at random to see what happens."), action)))
+                Ok(Reply::text(tagged_reply(
+                    tag,
+                    &format!("I pick '{action}' at random to see what happens."),
+                    action,
+                )))
             })
             .collect())
     }
