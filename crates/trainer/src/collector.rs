@@ -42,7 +42,12 @@ pub struct CollectorOptions {
     pub history_output_chars: usize,
     /// Worker threads that step the environments.
     pub threads: usize,
+    /// Print a progress line to stderr at most every [`PROGRESS_EVERY`] (long model runs).
+    pub progress: bool,
 }
+
+/// The least time between two progress lines.
+pub const PROGRESS_EVERY: Duration = Duration::from_secs(10);
 
 impl Default for CollectorOptions {
     fn default() -> Self {
@@ -52,6 +57,7 @@ impl Default for CollectorOptions {
             validity: Validity::Strict,
             history_output_chars: 2000,
             threads: 2,
+            progress: false,
         }
     }
 }
@@ -323,10 +329,15 @@ pub fn collect(
         }
     }
 
+    let mut last_report = Instant::now();
     loop {
         let active: Vec<usize> = (0..runs.len()).filter(|&i| !runs[i].done).collect();
         if active.is_empty() {
             break;
+        }
+        if opts.progress && last_report.elapsed() >= PROGRESS_EVERY {
+            last_report = Instant::now();
+            report_progress(&runs, active.len(), wall.elapsed());
         }
         let prompts: Vec<String> = active.iter().map(|&i| render(&runs[i], opts)).collect();
         let turns: Vec<Turn> = active
@@ -355,8 +366,7 @@ pub fn collect(
         drop(turns);
 
         let t = Instant::now();
-        let mut work: Vec<(&mut Running, String, Result<Reply, String>)> =
-            Vec::with_capacity(active.len());
+        let mut work: Vec<Work> = Vec::with_capacity(active.len());
         let mut replies = replies.into_iter();
         let mut prompts = prompts.into_iter();
         for (i, run) in runs.iter_mut().enumerate() {
@@ -391,8 +401,27 @@ pub fn collect(
     })
 }
 
+fn report_progress(runs: &[Running], running: usize, elapsed: Duration) {
+    let steps: usize = runs.iter().map(|r| r.steps.len()).sum();
+    let tokens: usize = runs
+        .iter()
+        .flat_map(|r| &r.steps)
+        .map(|s| s.response_ids.len())
+        .sum();
+    let won = runs.iter().filter(|r| r.won).count();
+    eprintln!(
+        "[{:.0} s] {} of {} episodes finished ({won} won), {running} running; {steps} steps, {tokens} tokens",
+        elapsed.as_secs_f64(),
+        runs.len() - running,
+        runs.len()
+    );
+}
+
+/// One episode's share of a turn: the episode, its prompt and the policy's reply.
+type Work<'a> = (&'a mut Running, String, Result<Reply, String>);
+
 /// Steps every episode of `work`, spread over `opts.threads` threads.
-fn step_all(mut work: Vec<(&mut Running, String, Result<Reply, String>)>, opts: &CollectorOptions) {
+fn step_all(mut work: Vec<Work>, opts: &CollectorOptions) {
     let threads = opts.threads.max(1).min(work.len().max(1));
     if threads == 1 {
         for (run, prompt, reply) in work.drain(..) {
@@ -401,7 +430,7 @@ fn step_all(mut work: Vec<(&mut Running, String, Result<Reply, String>)>, opts: 
         return;
     }
     let chunk = work.len().div_ceil(threads);
-    let mut chunks: Vec<Vec<(&mut Running, String, Result<Reply, String>)>> = Vec::new();
+    let mut chunks: Vec<Vec<Work>> = Vec::new();
     while !work.is_empty() {
         let rest = work.split_off(chunk.min(work.len()));
         chunks.push(std::mem::replace(&mut work, rest));

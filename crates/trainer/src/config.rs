@@ -344,6 +344,7 @@ impl RunConfig {
             validity: self.env.validity,
             history_output_chars: self.rollout.history_output_chars,
             threads: self.rollout.threads,
+            progress: true,
         }
     }
 
