@@ -286,3 +286,48 @@ fn a_failing_environment_fails_only_its_episode() {
         missing.error
     );
 }
+
+/// The expert, except that slot 1's turn fails at its second step.
+struct FailsInSlotOne(ExpertPolicy);
+
+impl Policy for FailsInSlotOne {
+    fn name(&self) -> String {
+        "fails-in-slot-one".into()
+    }
+    fn start_episode(&mut self, slot: usize, spec: &EpisodeSpec) -> trainer::Result<()> {
+        self.0.start_episode(slot, spec)
+    }
+    fn act(&mut self, turns: &[Turn]) -> trainer::Result<Vec<Result<Reply, String>>> {
+        let mut replies = self.0.act(turns)?;
+        for (turn, reply) in turns.iter().zip(&mut replies) {
+            if turn.slot == 1 && turn.step == 1 {
+                *reply = Err("prompt does not fit the context".into());
+            }
+        }
+        Ok(replies)
+    }
+}
+
+#[test]
+fn a_policy_error_for_one_turn_fails_only_that_episode() {
+    let provider = common::alfworld("L2");
+    let specs = grouped_specs(&provider.test_tasks()[..3], 1, 0);
+    let run = collect(
+        provider.as_ref(),
+        &mut FailsInSlotOne(ExpertPolicy::new(0.0)),
+        &specs,
+        &options(30),
+    )
+    .unwrap();
+    assert!(run.episodes[0].won && run.episodes[2].won);
+    let failed = &run.episodes[1];
+    assert!(!failed.won && failed.steps.len() == 1);
+    assert!(
+        failed
+            .error
+            .as_deref()
+            .is_some_and(|e| e.contains("policy failed at step 1") && e.contains("context")),
+        "{:?}",
+        failed.error
+    );
+}
