@@ -313,6 +313,11 @@ pub fn collect(
     if opts.max_steps == 0 {
         return Err(TrainerError::value("max_steps", "must be at least 1"));
     }
+    // The prompt describes the environment actually played, whatever the config says.
+    let opts = &CollectorOptions {
+        prompt: PromptConfig { env: provider.prompt_env(), ..opts.prompt.clone() },
+        ..opts.clone()
+    };
     let wall = Instant::now();
     let mut env_time = Duration::ZERO;
     let mut policy_time = Duration::ZERO;
