@@ -772,7 +772,7 @@ impl Expert {
 }
 
 /// The receptacle names the intro lists (`you see a cabinet 2, ..., and a toaster 1.`).
-fn intro_receptacles(intro: &str) -> Vec<String> {
+pub fn intro_receptacles(intro: &str) -> Vec<String> {
     let Some((_, rest)) = intro.split_once("you see ") else { return Vec::new() };
     let list = rest.split(".\n").next().unwrap_or(rest);
     let list = list.split("\n").next().unwrap_or(list);
@@ -780,7 +780,7 @@ fn intro_receptacles(intro: &str) -> Vec<String> {
 }
 
 /// Parses `a cd 1, a pen 2, and a book 1` (or `nothing`) into names.
-fn parse_list(list: &str) -> Vec<String> {
+pub fn parse_list(list: &str) -> Vec<String> {
     let list = list.trim().trim_end_matches('.').trim();
     if list.is_empty() || list == "nothing" {
         return Vec::new();

@@ -10,7 +10,10 @@ use clap::{Parser, Subcommand};
 
 use alfworld::{AlfworldData, Split};
 
+mod coldstart_cmd;
+mod eval_cmd;
 mod model_cmd;
+mod sft_cmd;
 mod jsonl;
 mod score;
 
@@ -63,6 +66,12 @@ enum Command {
         #[arg(long, default_value_t = 0)]
         seed: u64,
     },
+    /// Evaluate a policy (expert, random or a model) on a level's test games.
+    Eval(eval_cmd::EvalArgs),
+    /// Annotated expert demonstrations and SFT samples for the cold start.
+    Coldstart(coldstart_cmd::ColdstartArgs),
+    /// Supervised fine-tuning on cold-start samples (loss on response tokens only).
+    Sft(sft_cmd::SftArgs),
     /// ALFWorld: replay, play, expert, benchmark.
     Alfworld {
         #[command(subcommand)]
@@ -284,6 +293,9 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 seed,
             })
         }
+        Command::Eval(args) => eval_cmd::run(args),
+        Command::Coldstart(args) => coldstart_cmd::run(args),
+        Command::Sft(args) => sft_cmd::run(args),
         Command::Alfworld { command } => match command {
             AlfworldCommand::Replay { data } => replay(&data),
             AlfworldCommand::Play { game, data, admissible } => play(&game, &data, admissible),

@@ -1,0 +1,91 @@
+//! `rlvmr coldstart`: annotated expert demonstrations and SFT samples (a thin wrapper over
+//! `trainer::runner::run_coldstart`).
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Result;
+
+use crate::eval_cmd::load_config;
+
+#[derive(clap::Args)]
+pub struct ColdstartArgs {
+    /// alfworld (default: the config's, else alfworld).
+    #[arg(long)]
+    env: Option<String>,
+    /// L0, L1 or L2: demonstrations come from this level's training games only.
+    #[arg(long)]
+    split: Option<String>,
+    /// Demonstrations to keep (default 200).
+    #[arg(short = 'n', long = "episodes")]
+    episodes: Option<usize>,
+    /// Share of demonstrations with one recoverable mistake (default 0.25).
+    #[arg(long)]
+    mistake_fraction: Option<f64>,
+    /// Run directory (default: <run.out_dir>/coldstart-<env>-<split>).
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// A TOML run config (see configs/).
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// ALFWorld data: a folder holding json_2.1.1/, or json_2.1.1.zip.
+    #[arg(long)]
+    data: Option<PathBuf>,
+    #[arg(long)]
+    seed: Option<u64>,
+}
+
+pub fn run(args: ColdstartArgs) -> Result<ExitCode> {
+    let mut config = load_config(args.config.as_deref())?;
+    if let Some(env) = args.env {
+        config.env.name = env;
+    }
+    if let Some(split) = args.split {
+        config.env.split = split;
+    }
+    if let Some(n) = args.episodes {
+        config.coldstart.episodes = n;
+    }
+    if let Some(f) = args.mistake_fraction {
+        config.coldstart.mistake_fraction = f;
+    }
+    if args.data.is_some() {
+        config.env.data = args.data;
+    }
+    if let Some(seed) = args.seed {
+        config.run.seed = seed;
+    }
+    config.validate()?;
+    let out = args.out.unwrap_or_else(|| {
+        config.run.out_dir.join(format!(
+            "coldstart-{}-{}",
+            config.env.name, config.env.split
+        ))
+    });
+    let result = trainer::runner::run_coldstart(&config, &out)?;
+    let mistakes = result
+        .episodes
+        .iter()
+        .filter(|e| e.steps.iter().any(|s| s.mistake))
+        .count();
+    let steps: usize = result.episodes.iter().map(|e| e.steps.len()).sum();
+    println!(
+        "kept {} of {} expert episodes ({} with a planted mistake), {} steps, {} SFT samples",
+        result.episodes.len(),
+        result.played,
+        mistakes,
+        steps,
+        result.samples.len()
+    );
+    if result.episodes.len() < config.coldstart.episodes {
+        eprintln!(
+            "warning: only {} demonstrations; the level's training games ran out",
+            result.episodes.len()
+        );
+    }
+    eprintln!(
+        "wrote {}/{{config.toml,trajectories.jsonl,sft.jsonl}}",
+        out.display()
+    );
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,93 @@
+//! `rlvmr eval`: evaluate a policy on a level's test games (a thin wrapper over
+//! `trainer::runner::run_eval`).
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::{Context, Result};
+use trainer::RunConfig;
+
+#[derive(clap::Args)]
+pub struct EvalArgs {
+    /// alfworld or sciworld (default: the config's, else alfworld).
+    #[arg(long)]
+    env: Option<String>,
+    /// L0, L1 or L2 (default: the config's, else L0).
+    #[arg(long)]
+    split: Option<String>,
+    /// expert, random, a GGUF file, or the embedded default's name.
+    #[arg(long)]
+    policy: String,
+    /// Episodes to play, drawn from the test games (default: every test game once).
+    #[arg(long)]
+    episodes: Option<usize>,
+    /// Sampling temperature (default 0.4, as published).
+    #[arg(long)]
+    temperature: Option<f64>,
+    /// Run directory (default: <run.out_dir>/eval-<env>-<split>-<policy>).
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// A TOML run config (see configs/).
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// ALFWorld data: a folder holding json_2.1.1/, or json_2.1.1.zip.
+    #[arg(long)]
+    data: Option<PathBuf>,
+    #[arg(long)]
+    seed: Option<u64>,
+    /// Agent steps per episode (default 30).
+    #[arg(long)]
+    max_steps: Option<usize>,
+    /// Longest reply in tokens.
+    #[arg(long)]
+    max_new_tokens: Option<usize>,
+}
+
+/// The config file (or the defaults) with the shared command-line overrides applied.
+pub fn load_config(path: Option<&std::path::Path>) -> Result<RunConfig> {
+    match path {
+        Some(p) => {
+            RunConfig::from_file(p).with_context(|| format!("loading config {}", p.display()))
+        }
+        None => Ok(RunConfig::default()),
+    }
+}
+
+pub fn run(args: EvalArgs) -> Result<ExitCode> {
+    let mut config = load_config(args.config.as_deref())?;
+    if let Some(env) = args.env {
+        config.env.name = env;
+    }
+    if let Some(split) = args.split {
+        config.env.split = split;
+    }
+    if args.episodes.is_some() {
+        config.eval.episodes = args.episodes;
+    }
+    if let Some(t) = args.temperature {
+        config.eval.temperature = t;
+    }
+    if args.data.is_some() {
+        config.env.data = args.data;
+    }
+    if let Some(seed) = args.seed {
+        config.run.seed = seed;
+    }
+    if let Some(n) = args.max_steps {
+        config.env.max_steps = n;
+    }
+    if let Some(n) = args.max_new_tokens {
+        config.rollout.max_new_tokens = n;
+    }
+    config.validate()?;
+    let out = args
+        .out
+        .unwrap_or_else(|| trainer::runner::default_eval_dir(&config, &args.policy));
+    let evaluation = trainer::runner::run_eval(&config, &args.policy, &out)?;
+    println!("{}", trainer::eval::table(&evaluation.summary));
+    eprintln!(
+        "wrote {}/{{config.toml,trajectories.jsonl,summary.json}}",
+        out.display()
+    );
+    Ok(ExitCode::SUCCESS)
+}

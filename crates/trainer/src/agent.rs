@@ -1,0 +1,57 @@
+//! The policy contract: every way of acting (the expert, a random player, an LLM) answers
+//! the same batched turns, so their rollouts go through one collector and compare.
+
+use crate::error::Result;
+use crate::record::EpisodeSpec;
+
+/// One running episode's turn: the prompt the core's builder rendered and what it shows.
+#[derive(Debug, Clone, Copy)]
+pub struct Turn<'a> {
+    /// The episode's index in the collection (stable for the whole episode).
+    pub slot: usize,
+    /// 0-based step number.
+    pub step: usize,
+    /// The rendered prompt (the user message, no chat template).
+    pub prompt: &'a str,
+    /// The task sentence.
+    pub task: &'a str,
+    /// The current observation (ALFWorld: the intro at step 0).
+    pub observation: &'a str,
+    pub admissible: Option<&'a [String]>,
+}
+
+/// What a policy produced for one turn.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Reply {
+    /// The raw output bytes; invalid UTF-8 is allowed (the collector replaces it).
+    pub output: Vec<u8>,
+    pub prompt_ids: Vec<u32>,
+    pub response_ids: Vec<u32>,
+    pub logprobs: Vec<f32>,
+    /// This step is a deliberate mistake (cold-start demonstrations only).
+    pub mistake: bool,
+}
+
+impl Reply {
+    /// A reply of plain text with no token information.
+    pub fn text(output: impl Into<String>) -> Reply {
+        Reply {
+            output: output.into().into_bytes(),
+            ..Reply::default()
+        }
+    }
+}
+
+/// A way of acting. `act` gets the turns of every episode still running, in one call, so a
+/// model samples them as one batch; finished episodes are not asked.
+pub trait Policy {
+    /// A short name for logs and summaries.
+    fn name(&self) -> String;
+
+    /// An episode starts in `slot` (called before its first turn).
+    fn start_episode(&mut self, slot: usize, spec: &EpisodeSpec) -> Result<()>;
+
+    /// One reply per turn, in order. An `Err` inside the list fails that episode only; an
+    /// `Err` for the whole call stops the collection.
+    fn act(&mut self, turns: &[Turn]) -> Result<Vec<Result<Reply, String>>>;
+}

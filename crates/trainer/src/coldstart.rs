@@ -1,0 +1,112 @@
+//! Cold-start demonstrations: expert episodes on the level's training games only (an L2
+//! run never sees cool or pick_two games), each step tagged and reasoned by the annotator,
+//! a seeded fraction with one recoverable mistake. Only won episodes shorter than the step
+//! limit are kept. Every step except the planted mistakes becomes one SFT sample: the
+//! prompt the collector built (the same builder as RL) and the reply (tag block + action
+//! block). A mistake stays in the trajectory and shows in the next prompt's history, so the
+//! reflection that follows is learned from a real failure, but the mistake itself is never
+//! a training target.
+
+use rand::seq::SliceRandom;
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+use serde::{Deserialize, Serialize};
+
+use crate::collector::{collect, grouped_specs, mix, CollectorOptions, Throughput};
+use crate::envs::EnvProvider;
+use crate::error::{Result, TrainerError};
+use crate::policies::ExpertPolicy;
+use crate::record::EpisodeRecord;
+
+/// One SFT sample: the prompt (user message, no chat template) and the reply.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SftSample {
+    pub prompt: String,
+    pub response: String,
+}
+
+/// What a cold start produced.
+#[derive(Debug, Clone)]
+pub struct Coldstart {
+    /// The kept demonstrations.
+    pub episodes: Vec<EpisodeRecord>,
+    pub samples: Vec<SftSample>,
+    /// Episodes played, kept or not.
+    pub played: usize,
+    pub throughput: Throughput,
+}
+
+/// Plays expert episodes on shuffled training tasks until `n` are kept (won, fewer steps
+/// than `options.max_steps`) or the tasks run out.
+pub fn coldstart(
+    provider: &dyn EnvProvider,
+    n: usize,
+    mistake_fraction: f64,
+    seed: u64,
+    options: &CollectorOptions,
+) -> Result<Coldstart> {
+    let mut tasks = provider.train_tasks();
+    if tasks.is_empty() {
+        return Err(TrainerError::Invalid(format!(
+            "{} has no training tasks at this level",
+            provider.name()
+        )));
+    }
+    tasks.shuffle(&mut ChaCha8Rng::seed_from_u64(seed));
+    let mut kept = Vec::new();
+    let mut played = 0;
+    let mut throughput = Throughput::default();
+    let mut next = 0;
+    while kept.len() < n && next < tasks.len() {
+        // A few spare episodes per round: some may fail or run long.
+        let want = (n - kept.len()) + (n - kept.len()).div_ceil(10);
+        let batch = &tasks[next..(next + want).min(tasks.len())];
+        let mut policy = ExpertPolicy::new(mistake_fraction);
+        let specs = grouped_specs(batch, 1, mix(seed, next as u64));
+        let collection = collect(provider, &mut policy, &specs, options)?;
+        next += batch.len();
+        played += collection.episodes.len();
+        add_throughput(&mut throughput, &collection.throughput);
+        kept.extend(
+            collection
+                .episodes
+                .into_iter()
+                .filter(|e| e.won && e.error.is_none() && e.steps.len() < options.max_steps),
+        );
+    }
+    kept.truncate(n);
+    let samples = kept
+        .iter()
+        .flat_map(|e| e.steps.iter().filter(|s| !s.mistake))
+        .map(|s| SftSample {
+            prompt: s.prompt.clone(),
+            response: s.output.clone(),
+        })
+        .collect();
+    Ok(Coldstart {
+        episodes: kept,
+        samples,
+        played,
+        throughput,
+    })
+}
+
+fn add_throughput(total: &mut Throughput, part: &Throughput) {
+    total.episodes += part.episodes;
+    total.env_steps += part.env_steps;
+    total.generated_tokens += part.generated_tokens;
+    total.wall_s += part.wall_s;
+    total.env_s += part.env_s;
+    total.policy_s += part.policy_s;
+    total.env_steps_per_s = if total.wall_s > 0.0 {
+        total.env_steps as f64 / total.wall_s
+    } else {
+        0.0
+    };
+    total.tokens_per_s = if total.wall_s > 0.0 {
+        total.generated_tokens as f64 / total.wall_s
+    } else {
+        0.0
+    };
+}

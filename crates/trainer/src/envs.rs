@@ -1,0 +1,171 @@
+//! Environments behind one provider trait: the tasks of a split and a fresh [`Env`] per
+//! episode. The collector and evaluation only see this trait, so ScienceWorld plugs in by
+//! implementing it.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+use alfworld::{AlfworldData, AlfworldEnv, Level};
+use rlvmr_core::{Env, EnvError, PromptEnv};
+use textworld::Game;
+
+use crate::error::{Result, TrainerError};
+use crate::record::TaskRef;
+
+/// An environment family at one generalisation level.
+pub trait EnvProvider: Sync {
+    /// `alfworld`, `sciworld`.
+    fn name(&self) -> &'static str;
+    /// Which environment text the prompt builder writes.
+    fn prompt_env(&self) -> PromptEnv;
+    /// The level's training tasks (cold start, RL), sorted.
+    fn train_tasks(&self) -> Vec<TaskRef>;
+    /// The level's test tasks (evaluation), sorted.
+    fn test_tasks(&self) -> Vec<TaskRef>;
+    /// A fresh environment for one episode of `task`; it ends episodes after `max_steps`.
+    fn make(
+        &self,
+        task: &TaskRef,
+        env_seed: u64,
+        max_steps: usize,
+    ) -> Result<Box<dyn Env + Send>, EnvError>;
+}
+
+/// The environments `--env` accepts.
+pub const ENV_NAMES: [&str; 2] = ["alfworld", "sciworld"];
+
+/// Opens environment `env` at level `split` (`L0`, `L1`, `L2`). `data` overrides where the
+/// ALFWorld files are (see [`default_alfworld_data`]).
+pub fn open_env(env: &str, split: &str, data: Option<&Path>) -> Result<Box<dyn EnvProvider>> {
+    match env {
+        "alfworld" => {
+            let level = Level::from_name(split).ok_or_else(|| TrainerError::UnknownSplit {
+                env: env.into(),
+                split: split.into(),
+            })?;
+            let data = match data {
+                Some(path) => AlfworldData::open(path)?,
+                None => default_alfworld_data()?,
+            };
+            Ok(Box::new(AlfworldProvider::new(data, level)))
+        }
+        "sciworld" => Err(TrainerError::EnvNotAvailable(env.into())),
+        other => Err(TrainerError::UnknownEnv(other.into())),
+    }
+}
+
+/// `$ALFWORLD_DATA`, else `~/.cache/alfworld`, else `../shared/alfworld/json_2.1.1.zip`
+/// beside the working directory (where this project's machines keep it).
+pub fn default_alfworld_data() -> Result<AlfworldData> {
+    match AlfworldData::open_default() {
+        Ok(d) => Ok(d),
+        Err(first) => {
+            let shared = Path::new("../shared/alfworld/json_2.1.1.zip");
+            if std::env::var_os("ALFWORLD_DATA").is_none() && shared.is_file() {
+                return Ok(AlfworldData::open(shared)?);
+            }
+            Err(first.into())
+        }
+    }
+}
+
+/// ALFWorld at one level; parsed games are cached, so the G rollouts of a group parse once.
+pub struct AlfworldProvider {
+    data: AlfworldData,
+    level: Level,
+    games: Mutex<HashMap<String, Arc<Game>>>,
+}
+
+impl AlfworldProvider {
+    pub fn new(data: AlfworldData, level: Level) -> Self {
+        AlfworldProvider {
+            data,
+            level,
+            games: Mutex::new(HashMap::new()),
+        }
+    }
+
+    fn tasks(entries: Vec<&alfworld::GameEntry>) -> Vec<TaskRef> {
+        entries
+            .into_iter()
+            .map(|g| TaskRef {
+                game: g.path.clone(),
+                task_type: g.task_type.short().to_string(),
+            })
+            .collect()
+    }
+
+    fn game(&self, path: &str) -> Result<Arc<Game>, EnvError> {
+        let mut cache = self
+            .games
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if let Some(game) = cache.get(path) {
+            return Ok(game.clone());
+        }
+        let text = self.data.read(path).map_err(|e| EnvError(e.to_string()))?;
+        let game = Arc::new(
+            alfworld::load_game(&text).map_err(|e| EnvError(format!("game {path}: {e}")))?,
+        );
+        cache.insert(path.to_string(), game.clone());
+        Ok(game)
+    }
+}
+
+impl EnvProvider for AlfworldProvider {
+    fn name(&self) -> &'static str {
+        "alfworld"
+    }
+
+    fn prompt_env(&self) -> PromptEnv {
+        PromptEnv::AlfWorld
+    }
+
+    fn train_tasks(&self) -> Vec<TaskRef> {
+        Self::tasks(self.level.train_games(&self.data))
+    }
+
+    fn test_tasks(&self) -> Vec<TaskRef> {
+        Self::tasks(self.level.test_games(&self.data))
+    }
+
+    /// ALFWorld games are deterministic: the seed changes nothing.
+    fn make(
+        &self,
+        task: &TaskRef,
+        _env_seed: u64,
+        max_steps: usize,
+    ) -> Result<Box<dyn Env + Send>, EnvError> {
+        Ok(Box::new(
+            AlfworldEnv::new(self.game(&task.game)?).with_max_steps(max_steps),
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sciworld_is_a_clear_not_yet_and_bad_names_are_named() {
+        let err = open_env("sciworld", "L0", None)
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(
+            err.contains("sciworld") && err.contains("not available yet"),
+            "{err}"
+        );
+        let err = open_env("minecraft", "L0", None)
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(err.contains("minecraft"), "{err}");
+        let err = open_env("alfworld", "L7", Some(Path::new("/nonexistent")))
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(err.contains("L7"), "{err}");
+    }
+}

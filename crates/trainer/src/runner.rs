@@ -1,0 +1,173 @@
+//! Whole commands as library functions (the binary only parses arguments): build the
+//! environment and the policy from a resolved config, run, and write the run directory.
+
+use std::path::{Path, PathBuf};
+
+use crate::agent::Policy;
+use crate::coldstart::{coldstart, Coldstart};
+use crate::config::RunConfig;
+use crate::envs::{open_env, EnvProvider};
+use crate::error::{Result, TrainerError};
+use crate::eval::{eval_tasks, evaluate, Evaluation, Summary};
+use crate::policies::{ExpertPolicy, ModelPolicy, RandomPolicy};
+use crate::rundir::RunDir;
+use crate::sft::{self, SftReport};
+
+/// The policies `--policy` names besides a model.
+pub const EXPERT: &str = "expert";
+pub const RANDOM: &str = "random";
+
+/// `expert`, `random`, or a model (a checkpoint folder, a GGUF file or the embedded
+/// default's name) sampling at
+/// `temperature`.
+pub fn make_policy(
+    name: &str,
+    provider: &dyn EnvProvider,
+    config: &RunConfig,
+    temperature: f64,
+) -> Result<Box<dyn Policy>> {
+    match name {
+        EXPERT if provider.name() != "alfworld" => Err(TrainerError::PolicyNeedsAlfworld(EXPERT)),
+        EXPERT => Ok(Box::new(ExpertPolicy::new(0.0))),
+        RANDOM => Ok(Box::new(RandomPolicy::new())),
+        model => {
+            let (llama, tokenizer) = sft::load_model(model)?;
+            Ok(Box::new(ModelPolicy::new(
+                model,
+                llama,
+                tokenizer,
+                config.model_options(temperature),
+            )?))
+        }
+    }
+}
+
+/// A name safe as a folder name: `../m.gguf` → `m.gguf`.
+fn folder_name(name: &str) -> String {
+    let base = Path::new(name)
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| name.to_string());
+    base.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || "-_.".contains(c) {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}
+
+/// The default run directory of an evaluation.
+pub fn default_eval_dir(config: &RunConfig, policy: &str) -> PathBuf {
+    config.run.out_dir.join(format!(
+        "eval-{}-{}-{}",
+        config.env.name,
+        config.env.split,
+        folder_name(policy)
+    ))
+}
+
+fn open(config: &RunConfig) -> Result<Box<dyn EnvProvider>> {
+    open_env(
+        &config.env.name,
+        &config.env.split,
+        config.env.data.as_deref(),
+    )
+}
+
+/// `rlvmr eval`: plays the level's test tasks (all once, or `eval.episodes` drawn) with
+/// `policy` at `eval.temperature`; writes config.toml, trajectories.jsonl, summary.json.
+pub fn run_eval(config: &RunConfig, policy_name: &str, out: &Path) -> Result<Evaluation> {
+    config.validate()?;
+    let provider = open(config)?;
+    let mut policy = make_policy(
+        policy_name,
+        provider.as_ref(),
+        config,
+        config.eval.temperature,
+    )?;
+    let dir = RunDir::create(out, config)?;
+    let tasks = eval_tasks(provider.as_ref(), config.eval.episodes, config.run.seed);
+    let evaluation = evaluate(
+        provider.as_ref(),
+        policy.as_mut(),
+        &tasks,
+        &config.env.split,
+        &config.collector_options(),
+        config.run.seed,
+    )?;
+    dir.write_jsonl("trajectories.jsonl", &evaluation.episodes)?;
+    dir.write_json("summary.json", &evaluation.summary)?;
+    Ok(evaluation)
+}
+
+/// `rlvmr coldstart`: expert demonstrations of the level's training tasks; writes
+/// config.toml, trajectories.jsonl and sft.jsonl.
+pub fn run_coldstart(config: &RunConfig, out: &Path) -> Result<Coldstart> {
+    config.validate()?;
+    let provider = open(config)?;
+    if provider.name() != "alfworld" {
+        return Err(TrainerError::PolicyNeedsAlfworld(EXPERT));
+    }
+    let dir = RunDir::create(out, config)?;
+    let result = coldstart(
+        provider.as_ref(),
+        config.coldstart.episodes,
+        config.coldstart.mistake_fraction,
+        config.run.seed,
+        &config.collector_options(),
+    )?;
+    dir.write_jsonl("trajectories.jsonl", &result.episodes)?;
+    dir.write_jsonl("sft.jsonl", &result.samples)?;
+    Ok(result)
+}
+
+/// The default run directory of an SFT run: `<run.out_dir>/<run.name>/sft`.
+pub fn default_sft_dir(config: &RunConfig) -> PathBuf {
+    config.run.out_dir.join(&config.run.name).join("sft")
+}
+
+/// `rlvmr sft`: trains `model.path` on `sft.data`; writes config.toml, metrics.jsonl,
+/// checkpoints/ and final/, then (when `sft.eval_episodes` > 0) evaluates the final model
+/// on that many test episodes into `eval/`.
+pub fn run_sft(
+    config: &RunConfig,
+    out: &Path,
+    resume: Option<&Path>,
+) -> Result<(SftReport, Option<Summary>)> {
+    config.validate()?;
+    let samples = sft::read_samples(&config.sft.data)?;
+    let provider = open(config)?;
+    let (model, tokenizer) = sft::load_model(&config.model.path)?;
+    let dir = RunDir::create(out, config)?;
+    let report = sft::train(config, &model, &tokenizer, &samples, &dir, resume)?;
+    if config.sft.eval_episodes == 0 {
+        return Ok((report, None));
+    }
+    let name = report.final_dir.display().to_string();
+    let mut policy = ModelPolicy::new(
+        name,
+        model,
+        tokenizer,
+        config.model_options(config.eval.temperature),
+    )?;
+    let eval_dir = RunDir::create(&dir.file("eval"), config)?;
+    let tasks = eval_tasks(
+        provider.as_ref(),
+        Some(config.sft.eval_episodes),
+        config.run.seed,
+    );
+    let evaluation = evaluate(
+        provider.as_ref(),
+        &mut policy,
+        &tasks,
+        &config.env.split,
+        &config.collector_options(),
+        config.run.seed,
+    )?;
+    eval_dir.write_jsonl("trajectories.jsonl", &evaluation.episodes)?;
+    eval_dir.write_json("summary.json", &evaluation.summary)?;
+    Ok((report, Some(evaluation.summary)))
+}

@@ -1,0 +1,418 @@
+//! Supervised fine-tuning on cold-start samples: loss on response tokens only (the prompt
+//! goes through the chat template, the response is followed by the end-of-turn token, so
+//! the model learns to stop), AdamW, linear warmup then cosine decay to 0, epochs of seeded
+//! shuffles, micro-batches with gradient accumulation (each optimizer step's loss is the
+//! token-level mean over all its micro-batches), periodic loss lines, checkpoints in the
+//! policy crate's formats, exact resume, and a final evaluation.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use candle_core::{DType, Device};
+use policy::chat::{apply_chatml, ChatMessage, IM_END};
+use policy::logprobs::{response_scores, ResponseBatch};
+use policy::optim::{sft_loss, Accumulator};
+use policy::{AdamW, AdamWConfig, Llama, Tokenizer};
+use rand::seq::SliceRandom;
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+use serde::{Deserialize, Serialize};
+
+use crate::coldstart::SftSample;
+use crate::collector::mix;
+use crate::config::{RunConfig, SftSection};
+use crate::error::{Result, TrainerError};
+use crate::rundir::RunDir;
+
+/// The file a checkpoint keeps the trainer's position in.
+const STATE_FILE: &str = "trainer_state.json";
+
+/// Reads `{"prompt", "response"}` lines; a bad line is an error naming the file and line.
+pub fn read_samples(path: &Path) -> Result<Vec<SftSample>> {
+    let file = std::fs::File::open(path).map_err(|e| TrainerError::io(path, e))?;
+    let mut samples = Vec::new();
+    for (i, line) in BufReader::new(file).split(b'\n').enumerate() {
+        let line = line.map_err(|e| TrainerError::io(path, e))?;
+        let bad = |message: String| TrainerError::Line {
+            path: path.to_path_buf(),
+            line: i + 1,
+            message,
+        };
+        let text =
+            std::str::from_utf8(&line).map_err(|_| bad("the line is not valid UTF-8".into()))?;
+        if text.trim().is_empty() {
+            continue;
+        }
+        let sample: SftSample = serde_json::from_str(text)
+            .map_err(|e| bad(format!("expected {{\"prompt\", \"response\"}}: {e}")))?;
+        if sample.response.is_empty() {
+            return Err(bad("empty response".into()));
+        }
+        samples.push(sample);
+    }
+    if samples.is_empty() {
+        return Err(TrainerError::Invalid(format!(
+            "{}: no samples",
+            path.display()
+        )));
+    }
+    Ok(samples)
+}
+
+/// Loads a model to train or play: a checkpoint or Hugging Face folder, a GGUF file, or the
+/// embedded default's name.
+pub fn load_model(path: &str) -> Result<(Llama, Tokenizer)> {
+    Ok(policy::load_model(path, DType::F32, &Device::Cpu)?)
+}
+
+/// Saves the model with its tokenizer (and the optimizer when given) into `dir`.
+fn save_checkpoint(
+    model: &Llama,
+    tokenizer: &Tokenizer,
+    optimizer: Option<&AdamW>,
+    dir: &Path,
+) -> Result<()> {
+    match optimizer {
+        Some(opt) => policy::checkpoint::save_training_state(model, tokenizer, opt, dir)?,
+        None => policy::checkpoint::save_model(model, tokenizer, dir)?,
+    }
+    Ok(())
+}
+
+/// A tokenized sample: the chat prompt's ids and the response's ids (end-of-turn appended).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Tokenized {
+    pub prompt: Vec<u32>,
+    pub response: Vec<u32>,
+}
+
+/// Tokenizes samples; those longer than `max_len` tokens are left out (returned as a count).
+pub fn tokenize(
+    samples: &[SftSample],
+    tokenizer: &Tokenizer,
+    max_len: usize,
+) -> Result<(Vec<Tokenized>, usize)> {
+    let end = tokenizer
+        .token_to_id(IM_END)
+        .ok_or_else(|| TrainerError::Invalid(format!("the tokenizer has no {IM_END} token")))?;
+    let mut kept = Vec::with_capacity(samples.len());
+    let mut skipped = 0;
+    for s in samples {
+        let prompt = tokenizer.encode(&apply_chatml(&[ChatMessage::user(&s.prompt)], true))?;
+        let mut response = tokenizer.encode(&s.response)?;
+        response.push(end);
+        if prompt.len() + response.len() > max_len {
+            skipped += 1;
+        } else {
+            kept.push(Tokenized { prompt, response });
+        }
+    }
+    Ok((kept, skipped))
+}
+
+/// The learning rate of 0-based optimizer step `step` of `total`: linear warmup over the
+/// first `warmup` steps (reaching `peak` at step `warmup - 1`), then cosine decay from
+/// `peak` towards 0 at the end.
+pub fn learning_rate(step: usize, total: usize, warmup: usize, peak: f64) -> f64 {
+    if step < warmup {
+        return peak * (step + 1) as f64 / warmup as f64;
+    }
+    let span = total.saturating_sub(warmup).max(1) as f64;
+    let progress = ((step - warmup) as f64 / span).min(1.0);
+    peak * 0.5 * (1.0 + (std::f64::consts::PI * progress).cos())
+}
+
+/// The optimizer steps of the whole run: per step, its micro-batches of sample indices.
+/// Epoch `e` shuffles the samples with a seed derived from `seed` and `e`.
+pub fn plan(samples: usize, cfg: &SftSection, seed: u64) -> Vec<Vec<Vec<usize>>> {
+    let mut steps = Vec::new();
+    for epoch in 0..cfg.epochs {
+        let mut order: Vec<usize> = (0..samples).collect();
+        order.shuffle(&mut ChaCha8Rng::seed_from_u64(mix(seed, epoch as u64)));
+        let micro: Vec<Vec<usize>> = order
+            .chunks(cfg.batch_size)
+            .map(<[usize]>::to_vec)
+            .collect();
+        steps.extend(micro.chunks(cfg.grad_accum).map(<[Vec<usize>]>::to_vec));
+    }
+    steps
+}
+
+/// Where a checkpoint left off.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+struct TrainerState {
+    /// Optimizer steps done.
+    step: usize,
+    total_steps: usize,
+}
+
+/// One logged line of `metrics.jsonl`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct LogLine {
+    pub step: usize,
+    pub epoch: f64,
+    /// Mean loss per response token over the steps since the last line.
+    pub loss: f64,
+    pub lr: f64,
+    /// Gradient norm of the last step, before clipping.
+    pub grad_norm: f64,
+    pub tokens: usize,
+    pub elapsed_s: f64,
+}
+
+/// What a training run did.
+#[derive(Debug, Clone)]
+pub struct SftReport {
+    pub samples: usize,
+    pub skipped: usize,
+    pub steps: usize,
+    pub log: Vec<LogLine>,
+    pub final_dir: PathBuf,
+}
+
+/// One optimizer step: forward and backward per micro-batch (each loss weighted by its
+/// share of the step's response tokens), clip, AdamW. Returns (loss, grad norm, tokens).
+fn train_step(
+    model: &Llama,
+    opt: &mut AdamW,
+    data: &[Tokenized],
+    micro_batches: &[Vec<usize>],
+    pad: u32,
+    max_grad_norm: f64,
+) -> Result<(f64, f64, usize)> {
+    let tokens: usize = micro_batches
+        .iter()
+        .flatten()
+        .map(|&i| data[i].response.len())
+        .sum();
+    let mut acc = Accumulator::new(&opt.vars());
+    let mut loss_sum = 0.0;
+    for micro in micro_batches {
+        let pairs: Vec<(Vec<u32>, Vec<u32>)> = micro
+            .iter()
+            .map(|&i| (data[i].prompt.clone(), data[i].response.clone()))
+            .collect();
+        let micro_tokens: usize = pairs.iter().map(|(_, r)| r.len()).sum();
+        let batch = ResponseBatch::new(
+            &pairs,
+            pad,
+            model.config().max_position,
+            model.dtype(),
+            model.device(),
+        )?;
+        let scores = response_scores(model, &batch)?;
+        let weight = micro_tokens as f64 / tokens as f64;
+        let loss = (sft_loss(&scores.logprobs, &batch.response_mask)? * weight)?;
+        loss_sum += loss.to_dtype(DType::F64)?.to_scalar::<f64>()?;
+        acc.add(loss.backward()?)?;
+    }
+    let mut grads = acc.take();
+    let grad_norm = if max_grad_norm > 0.0 {
+        opt.clip_grad_norm(&mut grads, max_grad_norm)?
+    } else {
+        opt.grad_norm(&grads)?
+    };
+    opt.step(&grads)?;
+    Ok((loss_sum, grad_norm, tokens))
+}
+
+/// Trains `model` on `samples` under `config.sft`, writing `metrics.jsonl`, checkpoints and
+/// `final/` into `dir`. `resume`: a checkpoint folder this run wrote earlier.
+pub fn train(
+    config: &RunConfig,
+    model: &Llama,
+    tokenizer: &Tokenizer,
+    samples: &[SftSample],
+    dir: &RunDir,
+    resume: Option<&Path>,
+) -> Result<SftReport> {
+    let cfg = &config.sft;
+    let max_len = cfg.max_seq_len.min(model.config().max_position);
+    let (data, skipped) = tokenize(samples, tokenizer, max_len)?;
+    if data.is_empty() {
+        return Err(TrainerError::value(
+            "sft.max_seq_len",
+            format!("every sample is longer than {max_len} tokens"),
+        ));
+    }
+    let steps = plan(data.len(), cfg, config.run.seed);
+    let warmup = (cfg.warmup_ratio * steps.len() as f64).ceil() as usize;
+    let adam = AdamWConfig {
+        lr: cfg.lr,
+        weight_decay: cfg.weight_decay,
+        ..AdamWConfig::default()
+    };
+    let mut opt = AdamW::for_model(model, adam)?;
+    let mut start = 0;
+    if let Some(checkpoint) = resume {
+        policy::checkpoint::load_training_state(model, &mut opt, checkpoint)?;
+        let path = checkpoint.join(STATE_FILE);
+        let text = std::fs::read_to_string(&path).map_err(|e| TrainerError::io(&path, e))?;
+        let state: TrainerState = serde_json::from_str(&text)
+            .map_err(|e| TrainerError::Invalid(format!("{}: {e}", path.display())))?;
+        if state.total_steps != steps.len() {
+            return Err(TrainerError::Invalid(format!(
+                "{}: the checkpoint is of a run with {} steps, this config makes {}",
+                path.display(),
+                state.total_steps,
+                steps.len()
+            )));
+        }
+        start = state.step;
+    }
+    let pad = tokenizer.token_to_id("<|endoftext|>").unwrap_or(0);
+    let steps_per_epoch = steps.len() as f64 / cfg.epochs as f64;
+    let started = Instant::now();
+    let mut log = Vec::new();
+    let mut window = (0.0, 0usize, 0usize);
+    let mut log_lines = Vec::new();
+    for (step, micro_batches) in steps.iter().enumerate().skip(start) {
+        let lr = learning_rate(step, steps.len(), warmup, cfg.lr);
+        opt.set_lr(lr);
+        let (loss, grad_norm, tokens) = train_step(
+            model,
+            &mut opt,
+            &data,
+            micro_batches,
+            pad,
+            cfg.max_grad_norm,
+        )?;
+        if !loss.is_finite() {
+            return Err(TrainerError::Invalid(format!(
+                "the loss became {loss} at step {}",
+                step + 1
+            )));
+        }
+        window = (
+            window.0 + loss * tokens as f64,
+            window.1 + tokens,
+            window.2 + 1,
+        );
+        let done = step + 1;
+        if done % cfg.log_every == 0 || done == steps.len() {
+            let line = LogLine {
+                step: done,
+                epoch: done as f64 / steps_per_epoch,
+                loss: window.0 / window.1.max(1) as f64,
+                lr,
+                grad_norm,
+                tokens: window.1,
+                elapsed_s: started.elapsed().as_secs_f64(),
+            };
+            eprintln!(
+                "step {}/{} epoch {:.2} loss {:.4} lr {:.2e} grad_norm {:.3}",
+                line.step,
+                steps.len(),
+                line.epoch,
+                line.loss,
+                line.lr,
+                line.grad_norm
+            );
+            log_lines.push(line.clone());
+            dir.write_jsonl("metrics.jsonl", &log_lines)?;
+            log.push(line);
+            window = (0.0, 0, 0);
+        }
+        if cfg.save_every > 0 && done % cfg.save_every == 0 && done < steps.len() {
+            let path = dir.file(&format!("checkpoints/step-{done}"));
+            save_checkpoint(model, tokenizer, Some(&opt), &path)?;
+            let state = TrainerState {
+                step: done,
+                total_steps: steps.len(),
+            };
+            std::fs::write(
+                path.join(STATE_FILE),
+                serde_json::to_string(&state).unwrap_or_default(),
+            )
+            .map_err(|e| TrainerError::io(path.join(STATE_FILE), e))?;
+        }
+    }
+    let final_dir = dir.file("final");
+    save_checkpoint(model, tokenizer, None, &final_dir)?;
+    Ok(SftReport {
+        samples: data.len(),
+        skipped,
+        steps: steps.len(),
+        log,
+        final_dir,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn warmup_then_cosine() {
+        let peak = 1e-5;
+        assert_eq!(learning_rate(0, 100, 10, peak), peak / 10.0);
+        assert_eq!(learning_rate(9, 100, 10, peak), peak);
+        assert_eq!(learning_rate(10, 100, 10, peak), peak);
+        assert!(
+            (learning_rate(55, 100, 10, peak) - peak / 2.0).abs() < 1e-12,
+            "half way down at the middle of the decay"
+        );
+        assert!(learning_rate(99, 100, 10, peak) < peak * 0.01);
+        assert_eq!(learning_rate(0, 1, 0, peak), peak);
+    }
+
+    #[test]
+    fn the_plan_covers_every_sample_each_epoch() {
+        let cfg = SftSection {
+            epochs: 2,
+            batch_size: 3,
+            grad_accum: 2,
+            ..SftSection::default()
+        };
+        let steps = plan(10, &cfg, 4);
+        // 10 samples -> 4 micro-batches -> 2 optimizer steps per epoch.
+        assert_eq!(steps.len(), 4);
+        for epoch in steps.chunks(2) {
+            let mut seen: Vec<usize> = epoch.iter().flatten().flatten().copied().collect();
+            seen.sort();
+            assert_eq!(seen, (0..10).collect::<Vec<_>>());
+        }
+        assert_ne!(steps[0], steps[2], "each epoch reshuffles");
+        assert_eq!(plan(10, &cfg, 4), steps);
+    }
+
+    #[test]
+    fn bad_sample_files_name_the_line() {
+        let dir = std::env::temp_dir().join(format!("trainer-sft-read-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("sft.jsonl");
+        std::fs::write(
+            &path,
+            "{\"prompt\": \"p\", \"response\": \"r\"}\n\n{\"prompt\": \"p\"}\n",
+        )
+        .unwrap();
+        let err = read_samples(&path).unwrap_err().to_string();
+        assert!(
+            err.contains("sft.jsonl") && err.contains("line 3") && err.contains("response"),
+            "{err}"
+        );
+        std::fs::write(
+            &path,
+            b"{\"prompt\": \"p\", \"response\": \"r\"}\n\xff\xfe\n",
+        )
+        .unwrap();
+        let err = read_samples(&path).unwrap_err().to_string();
+        assert!(err.contains("line 2") && err.contains("UTF-8"), "{err}");
+        std::fs::write(
+            &path,
+            "{\"prompt\": \"p\", \"response\": \"r\", \"extra\": 1}\n",
+        )
+        .unwrap();
+        assert!(read_samples(&path)
+            .unwrap_err()
+            .to_string()
+            .contains("extra"));
+        std::fs::write(&path, "\n").unwrap();
+        assert!(read_samples(&path)
+            .unwrap_err()
+            .to_string()
+            .contains("no samples"));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}

@@ -1,0 +1,147 @@
+//! SFT end to end with a tiny random Llama (the SmolLM2 tokenizer) on short samples in the
+//! cold start's reply format: the loss falls, checkpoints load back as models, and a resumed
+//! run ends with exactly the weights of an uninterrupted one. (Short samples keep it fast:
+//! the 49k-token vocabulary's logits dominate the cost of long cold-start prompts.)
+
+use candle_core::{DType, Device, Tensor};
+use policy::{Llama, LlamaConfig, Tokenizer};
+use trainer::coldstart::SftSample;
+use trainer::config::SftSection;
+use trainer::sft::{load_model, train};
+use trainer::{RunConfig, RunDir};
+
+fn tokenizer() -> Tokenizer {
+    let path = policy::assets::default_model_path().unwrap();
+    policy::gguf::GgufFile::open(&path)
+        .unwrap()
+        .tokenizer()
+        .unwrap()
+}
+
+fn tiny(vocab: usize) -> Llama {
+    let cfg = LlamaConfig {
+        vocab_size: vocab,
+        hidden_size: 32,
+        intermediate_size: 64,
+        num_layers: 2,
+        num_heads: 4,
+        num_kv_heads: 2,
+        head_dim: 8,
+        max_position: 1024,
+        ..LlamaConfig::tiny()
+    };
+    Llama::random(cfg, DType::F32, &Device::Cpu, 11).unwrap()
+}
+
+fn weights(model: &Llama) -> Vec<(String, Vec<f32>)> {
+    model
+        .named_vars()
+        .into_iter()
+        .map(|(n, v)| {
+            (
+                n,
+                v.as_tensor()
+                    .flatten_all()
+                    .and_then(|t: Tensor| t.to_vec1())
+                    .unwrap(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn sft_learns_checkpoints_and_resumes_exactly() {
+    let mut samples: Vec<SftSample> = (1..=8)
+        .map(|i| SftSample {
+            prompt: format!("Task: put a mug in cabinet. Now: you arrive at cabinet {i}. Actions: move mug 1 to cabinet {i}, look"),
+            response: format!("<monitor>I hold mug 1 at cabinet {i}, so I put it there.</monitor>\n<action>move mug 1 to cabinet {i}</action>"),
+        })
+        .collect();
+    samples.push(SftSample {
+        prompt: "too long ".repeat(100),
+        response: "<monitor>x</monitor><action>look</action>".into(),
+    });
+    let tok = tokenizer();
+    let config = RunConfig {
+        sft: SftSection {
+            epochs: 3,
+            lr: 1e-2,
+            warmup_ratio: 0.2,
+            batch_size: 2,
+            grad_accum: 2,
+            log_every: 1,
+            save_every: 2,
+            max_seq_len: 96,
+            eval_episodes: 0,
+            ..SftSection::default()
+        },
+        ..RunConfig::default()
+    };
+    let root = std::env::temp_dir().join(format!("trainer-sft-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&root);
+
+    let model = tiny(tok.vocab_size());
+    let dir = RunDir::create(&root.join("a"), &config).unwrap();
+    let report = train(&config, &model, &tok, &samples, &dir, None).unwrap();
+    assert_eq!((report.samples, report.skipped, report.steps), (8, 1, 6));
+    assert_eq!(report.log.len(), 6);
+    assert!(
+        report.log[5].loss < report.log[0].loss * 0.9,
+        "the loss falls: {:?}",
+        report.log.iter().map(|l| l.loss).collect::<Vec<_>>()
+    );
+    assert!(
+        report.log[5].lr < report.log[1].lr,
+        "cosine decay after warmup"
+    );
+    let metrics = std::fs::read_to_string(dir.file("metrics.jsonl")).unwrap();
+    assert_eq!(metrics.lines().count(), 6);
+    for file in ["config.json", "model.safetensors", "tokenizer.json"] {
+        assert!(report.final_dir.join(file).is_file(), "final/{file}");
+    }
+    assert!(dir.file("checkpoints/step-4/optimizer").is_dir());
+    let (reloaded, _) = load_model(report.final_dir.to_str().unwrap()).unwrap();
+    assert_eq!(
+        weights(&reloaded),
+        weights(&model),
+        "final/ loads back as the trained model"
+    );
+
+    let resumed = tiny(tok.vocab_size());
+    let dir_b = RunDir::create(&root.join("b"), &config).unwrap();
+    let report_b = train(
+        &config,
+        &resumed,
+        &tok,
+        &samples,
+        &dir_b,
+        Some(&dir.file("checkpoints/step-4")),
+    )
+    .unwrap();
+    assert_eq!(report_b.log.first().map(|l| l.step), Some(5));
+    assert_eq!(
+        weights(&resumed),
+        weights(&model),
+        "resume = uninterrupted training"
+    );
+
+    let other = RunConfig {
+        sft: SftSection {
+            epochs: 4,
+            ..config.sft.clone()
+        },
+        ..config.clone()
+    };
+    let err = train(
+        &other,
+        &tiny(tok.vocab_size()),
+        &tok,
+        &samples,
+        &dir_b,
+        Some(&dir.file("checkpoints/step-4")),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(err.contains("steps"), "{err}");
+    let _ = std::fs::remove_dir_all(&root);
+}
