@@ -1,0 +1,50 @@
+//! Gold action sequences, generated in a JVM of their own: a load that asks for the gold path
+//! makes every later plain `reset()` of that simulator regenerate it (up to 14 s), so playing
+//! environments never ask for one.
+
+use std::collections::HashMap;
+
+use crate::env::{EnvConfig, SimSlot};
+use crate::error::Result;
+use crate::tasks::{check_variation, resolve_task};
+
+/// Hands out gold action sequences (cached per task and variation).
+pub struct GoldOracle {
+    slot: SimSlot,
+    simplifications: String,
+    cache: HashMap<(usize, usize), Vec<String>>,
+}
+
+impl GoldOracle {
+    /// Start the oracle's JVM. Gold paths follow `config.simplifications` (under "easy" they
+    /// teleport), so use the playing environments' config.
+    pub fn new(config: &EnvConfig) -> Result<GoldOracle> {
+        Ok(GoldOracle {
+            slot: SimSlot::start(config.jvm.clone())?,
+            simplifications: config.simplifications.clone(),
+            cache: HashMap::new(),
+        })
+    }
+
+    /// The gold action sequence of a task ("boil" or "0") and variation; replayed from a reset
+    /// it reaches score 100.
+    pub fn gold_actions(&mut self, task: &str, variation: usize) -> Result<Vec<String>> {
+        let task = resolve_task(task)?;
+        check_variation(&task, variation)?;
+        if let Some(actions) = self.cache.get(&(task.index, variation)) {
+            return Ok(actions.clone());
+        }
+        let simplifications = self.simplifications.clone();
+        let actions = self.slot.with(|sim| {
+            sim.load(task.name, variation, &simplifications, true)?;
+            sim.gold_action_sequence()
+        })?;
+        self.cache.insert((task.index, variation), actions.clone());
+        Ok(actions)
+    }
+
+    /// The oracle JVM's pid.
+    pub fn jvm_pid(&self) -> Option<u32> {
+        self.slot.pid()
+    }
+}
