@@ -13,6 +13,7 @@ use alfworld::{AlfworldData, Split};
 mod model_cmd;
 mod jsonl;
 mod score;
+mod sciworld_cmd;
 
 #[derive(Parser)]
 #[command(name = "rlvmr", version, about = "RLVMR: reinforcement learning with verifiable meta-reasoning rewards")]
@@ -67,6 +68,11 @@ enum Command {
     Alfworld {
         #[command(subcommand)]
         command: AlfworldCommand,
+    },
+    /// ScienceWorld: replay, play, gold paths, tasks, benchmark.
+    Sciworld {
+        #[command(subcommand)]
+        command: sciworld_cmd::SciworldCommand,
     },
 }
 
@@ -284,6 +290,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 seed,
             })
         }
+        Command::Sciworld { command } => sciworld_cmd::run(command),
         Command::Alfworld { command } => match command {
             AlfworldCommand::Replay { data } => replay(&data),
             AlfworldCommand::Play { game, data, admissible } => play(&game, &data, admissible),

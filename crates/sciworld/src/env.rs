@@ -331,7 +331,11 @@ mod tests {
         let s = official_step(&mut ep, raw(0.333, false, 1), 100);
         assert_eq!((s.score, s.reward, s.done), (33, 33, false));
         let s = official_step(&mut ep, raw(0.5, false, 100), 100);
-        assert_eq!((s.score, s.reward, s.done), (50, 17, false), "moves == limit is not done");
+        assert_eq!(
+            (s.score, s.reward, s.done),
+            (50, 17, false),
+            "moves == limit is not done"
+        );
         let s = official_step(&mut ep, raw(0.5, false, 101), 100);
         assert!(s.done && !s.won, "moves past the limit");
         let s = official_step(&mut ep, raw(-1.0, false, 3), 100);

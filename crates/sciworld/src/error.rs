@@ -42,10 +42,12 @@ pub enum SciError {
         message: String,
     },
     /// A task name or index that ScienceWorld does not have.
-    #[error("unknown task `{0}`: give one of the 30 names (`rlvmr sciworld tasks`) or an index 0-29")]
+    #[error(
+        "unknown task `{0}`: give one of the 30 names (`rlvmr sciworld tasks`) or an index 0-29"
+    )]
     UnknownTask(String),
     /// A variation outside the task's range.
-    #[error("variation {variation} is out of range for task `{task}` (it has {max} variations: 0..{max})")]
+    #[error("variation {variation} is out of range for task `{task}`: it has {max} variations, numbered from 0")]
     VariationOutOfRange {
         task: String,
         variation: usize,

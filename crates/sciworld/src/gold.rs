@@ -48,3 +48,37 @@ impl GoldOracle {
         self.slot.pid()
     }
 }
+
+/// What replaying one gold path gave.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct GoldCheck {
+    pub task: &'static str,
+    pub variation: usize,
+    /// Gold path length.
+    pub actions: usize,
+    /// Official score after the last action.
+    pub score: i64,
+    pub done: bool,
+}
+
+/// Generate the gold path in `oracle` and replay it in `env` from a reset.
+pub fn replay_gold(
+    oracle: &mut GoldOracle,
+    env: &mut crate::SciWorldEnv,
+    task: &str,
+    variation: usize,
+) -> Result<GoldCheck> {
+    let info = resolve_task(task)?;
+    let actions = oracle.gold_actions(info.name, variation)?;
+    let mut last = env.reset_to(info.name, variation)?;
+    for action in &actions {
+        last = env.step_command(action)?;
+    }
+    Ok(GoldCheck {
+        task: info.name,
+        variation,
+        actions: actions.len(),
+        score: last.score,
+        done: last.done,
+    })
+}

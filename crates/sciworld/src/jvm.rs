@@ -125,7 +125,11 @@ impl Jvm {
         Ok(jvm)
     }
 
-    fn wait_for_port(&mut self, port_line: mpsc::Receiver<String>, timeout: Duration) -> Result<u16> {
+    fn wait_for_port(
+        &mut self,
+        port_line: mpsc::Receiver<String>,
+        timeout: Duration,
+    ) -> Result<u16> {
         let line = match port_line.recv_timeout(timeout) {
             Ok(line) => line,
             Err(mpsc::RecvTimeoutError::Timeout) => {

@@ -20,12 +20,13 @@ mod gold;
 pub mod jvm;
 mod pool;
 pub mod py4j;
+pub mod replay;
 pub mod sim;
 mod tasks;
 
 pub use env::{EnvConfig, SciStep, SciWorldEnv, DEFAULT_SIMPLIFICATIONS, DEFAULT_STEP_LIMIT};
 pub use error::{Result, SciError};
-pub use gold::GoldOracle;
+pub use gold::{replay_gold, GoldCheck, GoldOracle};
 pub use jvm::JvmConfig;
 pub use pool::start_envs;
 pub use tasks::{

@@ -15,7 +15,9 @@ pub fn start_envs(n: usize, config: &EnvConfig) -> Result<Vec<SciWorldEnv>> {
             .into_iter()
             .map(|h| match h.join() {
                 Ok(result) => result,
-                Err(_) => Err(crate::SciError::Start("a start-up thread panicked".to_string())),
+                Err(_) => Err(crate::SciError::Start(
+                    "a start-up thread panicked".to_string(),
+                )),
             })
             .collect()
     });

@@ -133,9 +133,12 @@ pub fn parse_reply(line: &str, method: &str) -> Result<Value> {
             detail: unescape(err),
         });
     }
-    let body = line
-        .strip_prefix("!y")
-        .ok_or_else(|| protocol(format!("answer does not start with !y or !x: {:.200}", line)))?;
+    let body = line.strip_prefix("!y").ok_or_else(|| {
+        protocol(format!(
+            "answer does not start with !y or !x: {:.200}",
+            line
+        ))
+    })?;
     let mut chars = body.chars();
     let kind = chars
         .next()
@@ -157,7 +160,11 @@ pub fn parse_reply(line: &str, method: &str) -> Result<Value> {
             id: rest.to_string(),
             kind,
         }),
-        other => return Err(protocol(format!("unknown answer type `{other}` in {line:.200}"))),
+        other => {
+            return Err(protocol(format!(
+                "unknown answer type `{other}` in {line:.200}"
+            )))
+        }
     })
 }
 
@@ -318,17 +325,20 @@ mod tests {
                 Arg::Double(0.5),
             ],
         );
-        assert_eq!(msg, "c\no3\nload\nsboil\ni2\nseasy\nbfalse\nn\nro9\nL-4\nd0.5\ne\n");
         assert_eq!(
-            constructor_message("a.B", &[]),
-            "i\na.B\ne\n"
+            msg,
+            "c\no3\nload\nsboil\ni2\nseasy\nbfalse\nn\nro9\nL-4\nd0.5\ne\n"
         );
+        assert_eq!(constructor_message("a.B", &[]), "i\na.B\ne\n");
         assert_eq!(release_message("o7"), "m\nd\no7\ne\n");
     }
 
     #[test]
     fn replies_decode_by_type() {
-        assert_eq!(parse_reply("!ysa\\nb", "m").unwrap(), Value::Str("a\nb".into()));
+        assert_eq!(
+            parse_reply("!ysa\\nb", "m").unwrap(),
+            Value::Str("a\nb".into())
+        );
         assert_eq!(parse_reply("!yi-3", "m").unwrap(), Value::Int(-3));
         assert_eq!(parse_reply("!yd0.25", "m").unwrap(), Value::Double(0.25));
         assert_eq!(parse_reply("!ybtrue", "m").unwrap(), Value::Bool(true));
@@ -336,7 +346,10 @@ mod tests {
         assert_eq!(parse_reply("!yn", "m").unwrap(), Value::Null);
         assert_eq!(
             parse_reply("!ylo12", "m").unwrap(),
-            Value::Ref(JavaRef { id: "o12".into(), kind: 'l' })
+            Value::Ref(JavaRef {
+                id: "o12".into(),
+                kind: 'l'
+            })
         );
     }
 
@@ -346,7 +359,10 @@ mod tests {
         assert!(matches!(err, SciError::Java { .. }), "{err}");
         assert!(err.to_string().contains("getScore"));
         let err = parse_reply("hello", "step").unwrap_err();
-        assert!(err.to_string().contains("step") && err.to_string().contains("hello"), "{err}");
+        assert!(
+            err.to_string().contains("step") && err.to_string().contains("hello"),
+            "{err}"
+        );
         assert!(parse_reply("!yifoo", "m").is_err());
         assert!(parse_reply("!ybmaybe", "m").is_err());
         assert!(parse_reply("!y", "m").is_err());

@@ -53,7 +53,10 @@ impl Simulator {
             jvm,
         };
         let msg = constructor_message(SIMULATOR_CLASS, &[]);
-        match sim.connection.request(&msg, "PythonInterface()", config.start_timeout) {
+        match sim
+            .connection
+            .request(&msg, "PythonInterface()", config.start_timeout)
+        {
             Ok(Value::Ref(r)) => sim.object = r.id,
             Ok(other) => {
                 return Err(SciError::Start(format!(
@@ -107,7 +110,12 @@ impl Simulator {
 
     /// Call a method returning `List<String>` and fetch all elements at once: the list is joined
     /// on the Java side and released in the same write.
-    fn call_string_list(&mut self, method: &str, args: &[Arg], timeout: Duration) -> Result<Vec<String>> {
+    fn call_string_list(
+        &mut self,
+        method: &str,
+        args: &[Arg],
+        timeout: Duration,
+    ) -> Result<Vec<String>> {
         match self.call(method, args, timeout)? {
             Value::Ref(list) => self.join_and_release(&list.id, method, timeout),
             other => Err(unexpected(method, "a list", &other)),
@@ -136,8 +144,18 @@ impl Simulator {
 
     /// `load(task, variation, simplifications, genGoldPath)`; the simulator's "ERROR: ..." answer
     /// becomes [`SciError::Load`].
-    pub fn load(&mut self, task: &str, variation: usize, simplifications: &str, gold_path: bool) -> Result<()> {
-        let timeout = if gold_path { self.gold_timeout } else { self.call_timeout };
+    pub fn load(
+        &mut self,
+        task: &str,
+        variation: usize,
+        simplifications: &str,
+        gold_path: bool,
+    ) -> Result<()> {
+        let timeout = if gold_path {
+            self.gold_timeout
+        } else {
+            self.call_timeout
+        };
         let args = [
             Arg::Str(task),
             Arg::Int(i32::try_from(variation).unwrap_or(i32::MAX)),
@@ -195,9 +213,19 @@ impl Simulator {
         let valid_actions = match answers.get(4) {
             Some(Value::Ref(list)) => {
                 let timeout = self.call_timeout;
-                Some(self.join_and_release(&list.id, "getValidActionObjectCombinations", timeout)?)
+                Some(self.join_and_release(
+                    &list.id,
+                    "getValidActionObjectCombinations",
+                    timeout,
+                )?)
             }
-            Some(other) => return Err(unexpected("getValidActionObjectCombinations", "a list", other)),
+            Some(other) => {
+                return Err(unexpected(
+                    "getValidActionObjectCombinations",
+                    "a list",
+                    other,
+                ))
+            }
             None => None,
         };
         Ok(RawStep {
@@ -209,7 +237,12 @@ impl Simulator {
         })
     }
 
-    fn join_and_release(&mut self, list_id: &str, method: &str, timeout: Duration) -> Result<Vec<String>> {
+    fn join_and_release(
+        &mut self,
+        list_id: &str,
+        method: &str,
+        timeout: Duration,
+    ) -> Result<Vec<String>> {
         let join = call_message(
             "z:java.lang.String",
             "join",

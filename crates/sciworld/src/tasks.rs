@@ -63,7 +63,12 @@ const TABLE: [(&str, usize, usize, usize); 30] = [
     ("mendelian-genetics-known-plant", 120, 60, 30),
     ("mendelian-genetics-unknown-plant", 480, 240, 120),
     ("power-component", 20, 10, 5),
-    ("power-component-renewable-vs-nonrenewable-energy", 20, 10, 5),
+    (
+        "power-component-renewable-vs-nonrenewable-energy",
+        20,
+        10,
+        5,
+    ),
     ("test-conductivity", 900, 450, 225),
     ("test-conductivity-of-unknown-substances", 600, 300, 150),
     ("use-thermometer", 540, 270, 135),
@@ -123,7 +128,11 @@ pub enum OfficialSplit {
 }
 
 impl OfficialSplit {
-    pub const ALL: [OfficialSplit; 3] = [OfficialSplit::Train, OfficialSplit::Dev, OfficialSplit::Test];
+    pub const ALL: [OfficialSplit; 3] = [
+        OfficialSplit::Train,
+        OfficialSplit::Dev,
+        OfficialSplit::Test,
+    ];
 
     /// The simulator method that lists this split for the loaded task.
     pub fn method(self) -> &'static str {
@@ -219,7 +228,10 @@ impl Level {
         let split = self.official_split(phase);
         self.tasks(phase)
             .into_iter()
-            .flat_map(|t| t.split(split).map(move |variation| TaskVariation { task: t, variation }))
+            .flat_map(|t| {
+                t.split(split)
+                    .map(move |variation| TaskVariation { task: t, variation })
+            })
             .collect()
     }
 }
@@ -246,7 +258,11 @@ mod tests {
         assert_eq!(count(OfficialSplit::Test), 1819);
         let mut names: Vec<_> = all.iter().map(|t| t.name).collect();
         names.sort_unstable();
-        assert_eq!(names, all.iter().map(|t| t.name).collect::<Vec<_>>(), "alphabetical");
+        assert_eq!(
+            names,
+            all.iter().map(|t| t.name).collect::<Vec<_>>(),
+            "alphabetical"
+        );
     }
 
     #[test]

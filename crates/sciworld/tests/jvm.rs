@@ -14,7 +14,10 @@ fn config() -> EnvConfig {
 fn process_exists(pid: u32) -> bool {
     // A zombie still has a /proc entry; count it as gone.
     match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(stat) => !stat.split(") ").nth(1).is_some_and(|rest| rest.starts_with('Z')),
+        Ok(stat) => !stat
+            .split(") ")
+            .nth(1)
+            .is_some_and(|rest| rest.starts_with('Z')),
         Err(_) => false,
     }
 }
@@ -45,10 +48,21 @@ fn catalog_matches_the_simulator() {
     assert_eq!(names, table.iter().map(|t| t.name).collect::<Vec<_>>());
     for task in &table {
         sim.load(task.name, 0, "", false).unwrap();
-        assert_eq!(sim.max_variations(task.name).unwrap(), task.variations, "{}", task.name);
+        assert_eq!(
+            sim.max_variations(task.name).unwrap(),
+            task.variations,
+            "{}",
+            task.name
+        );
         for split in OfficialSplit::ALL {
             let got = sim.variations(split).unwrap();
-            assert_eq!(got, task.split(split).collect::<Vec<_>>(), "{} {}", task.name, split.name());
+            assert_eq!(
+                got,
+                task.split(split).collect::<Vec<_>>(),
+                "{} {}",
+                task.name,
+                split.name()
+            );
         }
     }
 }
@@ -57,14 +71,35 @@ fn catalog_matches_the_simulator() {
 fn steps_follow_the_official_client() {
     let mut env = SciWorldEnv::new(config()).unwrap();
     let first = env.reset_to("boil", 0).unwrap();
-    assert!(first.observation.starts_with("This room is called the hallway."), "{}", first.observation);
-    assert_eq!((first.score, first.reward, first.done, first.moves), (0, 0, false, 0));
+    assert!(
+        first
+            .observation
+            .starts_with("This room is called the hallway."),
+        "{}",
+        first.observation
+    );
+    assert_eq!(
+        (first.score, first.reward, first.done, first.moves),
+        (0, 0, false, 0)
+    );
     assert!(env.task_description().unwrap().contains("boil water"));
-    let valid = first.valid_actions.clone().expect("valid actions asked for");
-    assert!(valid.len() > 20 && valid.contains(&"look around".to_string()), "{valid:?}");
+    let valid = first
+        .valid_actions
+        .clone()
+        .expect("valid actions asked for");
+    assert!(
+        valid.len() > 20 && valid.contains(&"look around".to_string()),
+        "{valid:?}"
+    );
     assert_eq!(valid, env.valid_actions().unwrap());
-    assert!(valid.iter().any(|a| a.starts_with("teleport to")), "easy mode teleports");
-    assert!(env.action_templates().unwrap().contains(&"open OBJ".to_string()));
+    assert!(
+        valid.iter().any(|a| a.starts_with("teleport to")),
+        "easy mode teleports"
+    );
+    assert!(env
+        .action_templates()
+        .unwrap()
+        .contains(&"open OBJ".to_string()));
     assert!(env.objects().unwrap().contains(&"agent".to_string()));
     let inventory = env.inventory().unwrap();
     assert!(inventory.contains("In your inventory"), "{inventory}");
@@ -79,11 +114,17 @@ fn steps_follow_the_official_client() {
     let huge = "x".repeat(1 << 20);
     assert_eq!(env.step_command(&huge).unwrap().observation, unknown);
     let multi_line = env.step_command("look\naround").unwrap();
-    assert!(multi_line.observation.starts_with("This room is called the hallway."));
+    assert!(multi_line
+        .observation
+        .starts_with("This room is called the hallway."));
 
     // Moving spends a move; the trait view maps the score to 0..1.
     let moved = env.step("teleport to kitchen").unwrap();
-    assert!(moved.observation.contains("kitchen"), "{}", moved.observation);
+    assert!(
+        moved.observation.contains("kitchen"),
+        "{}",
+        moved.observation
+    );
     assert!(moved.admissible_actions.is_some());
     assert_eq!(env.anchor(), moved.observation);
     let again = Env::reset(&mut env).unwrap();
@@ -97,7 +138,10 @@ fn bad_tasks_and_variations_are_errors_and_the_env_survives() {
     assert!(matches!(err, SciError::UnknownTask(_)), "{err}");
     assert!(err.to_string().contains("`boiling`"));
     let err = env.reset_to("boil", 30).unwrap_err();
-    assert!(err.to_string().contains("variation 30") && err.to_string().contains("boil"), "{err}");
+    assert!(
+        err.to_string().contains("variation 30") && err.to_string().contains("boil"),
+        "{err}"
+    );
     let err = env.step_command("look around").unwrap_err();
     assert!(matches!(err, SciError::NoTask), "{err}");
     assert!(env.reset_to("29", 3).is_ok());
@@ -121,7 +165,10 @@ fn a_killed_jvm_fails_the_episode_and_is_replaced() {
     assert!(err.jvm_is_broken(), "{err}");
     assert!(started.elapsed() < Duration::from_secs(5));
     assert!(env.jvm_pid().is_none());
-    assert!(matches!(env.step_command("look around"), Err(SciError::NoTask)));
+    assert!(matches!(
+        env.step_command("look around"),
+        Err(SciError::NoTask)
+    ));
     let fresh = env.reset_to("melt", 1).unwrap();
     assert!(fresh.observation.contains("This room is called"));
     assert_eq!(env.restarts(), 1);
@@ -139,8 +186,14 @@ fn a_hung_jvm_times_out_is_killed_and_replaced() {
     let err = env.step_command("look around").unwrap_err();
     let waited = started.elapsed();
     assert!(matches!(err, SciError::Timeout { .. }), "{err}");
-    assert!(waited >= Duration::from_millis(1400) && waited < Duration::from_secs(10), "{waited:?}");
-    assert!(wait_gone(pid, Duration::from_secs(5)), "the hung JVM is killed");
+    assert!(
+        waited >= Duration::from_millis(1400) && waited < Duration::from_secs(10),
+        "{waited:?}"
+    );
+    assert!(
+        wait_gone(pid, Duration::from_secs(5)),
+        "the hung JVM is killed"
+    );
     env.set_call_timeout(Duration::from_secs(30));
     assert!(env.reset_to("freeze", 2).is_ok());
     assert_eq!(env.restarts(), 1);
@@ -164,5 +217,8 @@ fn a_missing_java_or_jar_is_a_clear_error() {
     let mut cfg = config();
     cfg.jvm.jar = "/nonexistent/scienceworld.jar".into();
     let err = SciWorldEnv::new(cfg).err().expect("no jar");
-    assert!(err.to_string().contains("/nonexistent/scienceworld.jar"), "{err}");
+    assert!(
+        err.to_string().contains("/nonexistent/scienceworld.jar"),
+        "{err}"
+    );
 }
