@@ -6,13 +6,19 @@ Per task, two episodes, one JSON object per line:
     {"task": name, "variation": int, "kind": "gold" | "random", "seed": int,
      "simplifications": "easy", "task_description": str,
      "commands": [...],
-     "steps": [{"command": null | str, "observation": str, "score": int, "done": bool}, ...]}
+     "steps": [{"command": null | str, "observation": str, "score": int, "done": bool,
+                "stable": bool}, ...]}
 
 The first step is the reset (env.load(...) then env.reset(), command null). "gold" replays the
 gold path of the task's first test variation (generated in a second ScienceWorldEnv, so the
 playing one never asks for a gold path), with a few odd commands mixed in; "random" is a seeded
 walk of --random-steps steps on the first dev variation mixing valid actions (from
 info['valid']) with unknown, empty and odd commands. Scores are the client's 0-100 numbers.
+
+The simulator is not deterministic run to run (listing order, ambiguity resolution, bees,
+thermometer readings), so every episode is played twice, in two fresh ScienceWorldEnv instances
+(two JVMs); a step is "stable" when both runs gave the same observation, score and done. The
+first run's steps are kept.
 
 Output: gzip level 9, mtime 0, lines sorted by (task, kind).
 
@@ -27,6 +33,7 @@ import json
 import os
 import random
 import sys
+import zlib
 
 from scienceworld import ScienceWorldEnv
 
@@ -85,26 +92,32 @@ def main():
     args = ap.parse_args()
 
     env = ScienceWorldEnv("", envStepLimit=100)
+    second_env = ScienceWorldEnv("", envStepLimit=100)
     gold_env = ScienceWorldEnv("", envStepLimit=100)
     tasks = [t for t in args.tasks.split(",") if t] or env.get_task_names()
     records = []
-    for index, task in enumerate(tasks):
-        rng = random.Random(args.seed * 1000 + index)
+
+    def record(task, variation, kind, commands):
+        description, steps = play(env, task, variation, commands)
+        _, second = play(second_env, task, variation, commands)
+        for step, other in zip(steps, second):
+            step["stable"] = step == other
+        records.append({"task": task, "variation": variation, "kind": kind, "seed": args.seed,
+                        "simplifications": SIMPLIFICATIONS, "task_description": description,
+                        "commands": commands, "steps": steps})
+        stable = sum(s["stable"] for s in steps)
+        print(f"{task} {variation} {kind}: {len(commands)} commands, final score {steps[-1]['score']}, "
+              f"{stable}/{len(steps)} steps stable", file=sys.stderr)
+
+    for task in tasks:
+        # Seeded by name, so a subset of tasks records the same episodes.
+        rng = random.Random(args.seed * 1_000_003 + zlib.crc32(task.encode()))
         test_variation = first_of(env, task, "test")
-        commands = gold_commands(gold_env, task, test_variation, rng)
-        description, steps = play(env, task, test_variation, commands)
-        records.append({"task": task, "variation": test_variation, "kind": "gold", "seed": args.seed,
-                        "simplifications": SIMPLIFICATIONS, "task_description": description,
-                        "commands": commands, "steps": steps})
+        record(task, test_variation, "gold", gold_commands(gold_env, task, test_variation, rng))
         dev_variation = first_of(env, task, "dev")
-        commands = random_commands(env, task, dev_variation, rng, args.random_steps)
-        description, steps = play(env, task, dev_variation, commands)
-        records.append({"task": task, "variation": dev_variation, "kind": "random", "seed": args.seed,
-                        "simplifications": SIMPLIFICATIONS, "task_description": description,
-                        "commands": commands, "steps": steps})
-        print(f"{task}: gold {len(records[-2]['commands'])} steps, final score {records[-2]['steps'][-1]['score']}; "
-              f"random final score {steps[-1]['score']}", file=sys.stderr)
+        record(task, dev_variation, "random", random_commands(env, task, dev_variation, rng, args.random_steps))
     env.close()
+    second_env.close()
     gold_env.close()
     records.sort(key=lambda r: (r["task"], r["kind"]))
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)

@@ -2,6 +2,7 @@
 //! tasks, benchmark against the official Python client.
 
 use std::io::{self, BufRead, Write};
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::{bail, Context, Result};
@@ -76,6 +77,25 @@ pub enum SciworldCommand {
         #[arg(long, default_value = "test")]
         phase: String,
     },
+    /// Benchmark beside the official Python client on the same action sequences (the gold
+    /// episodes of the transcripts), both fetching the valid actions every step.
+    Bench {
+        /// Transcripts (.jsonl.gz); default: the committed official-client transcripts.
+        #[arg(long)]
+        transcripts: Option<PathBuf>,
+        /// Use at most this many episodes.
+        #[arg(long, default_value_t = 30)]
+        episodes: usize,
+        /// Environments for the throughput figure.
+        #[arg(long, default_value_t = 8)]
+        envs: usize,
+        /// Python with scienceworld==1.2.3 and psutil (default: the venv tools/record_sciworld.sh makes).
+        #[arg(long)]
+        reference_python: Option<PathBuf>,
+        /// Skip the official client.
+        #[arg(long)]
+        no_reference: bool,
+    },
 }
 
 pub fn run(command: SciworldCommand) -> Result<ExitCode> {
@@ -84,6 +104,9 @@ pub fn run(command: SciworldCommand) -> Result<ExitCode> {
         SciworldCommand::Play { task, variation, valid, env } => play(&task, variation, valid, &env),
         SciworldCommand::Gold { tasks, split, per_task, env } => gold(&tasks, &split, per_task, &env),
         SciworldCommand::Tasks { level, phase } => list_tasks(level.as_deref(), &phase),
+        SciworldCommand::Bench { transcripts, episodes, envs, reference_python, no_reference } => {
+            bench(transcripts, episodes, envs, reference_python, no_reference)
+        }
     }
 }
 
@@ -222,5 +245,42 @@ fn list_tasks(level: Option<&str>, phase: &str) -> Result<ExitCode> {
     for game in level.games(phase) {
         writeln!(out, "{}\t{}", game.task.name, game.variation)?;
     }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The committed transcripts, relative to the repository root.
+const DEFAULT_TRANSCRIPTS: &str = "crates/sciworld/tests/transcripts/official.jsonl.gz";
+const REFERENCE_SCRIPT: &str = "tools/sciworld_ref_bench.py";
+
+fn bench(
+    transcripts: Option<PathBuf>,
+    episodes: usize,
+    envs: usize,
+    reference_python: Option<PathBuf>,
+    no_reference: bool,
+) -> Result<ExitCode> {
+    let transcripts = transcripts.unwrap_or_else(|| PathBuf::from(DEFAULT_TRANSCRIPTS));
+    let episodes = sciworld::bench::episodes_from_transcripts(&transcripts, episodes)
+        .with_context(|| format!("reading {} (run from the repository root, or pass --transcripts)", transcripts.display()))?;
+    let reference = if no_reference {
+        None
+    } else {
+        let python = match reference_python {
+            Some(p) => p,
+            None => sciworld::assets::cache_dir()?.join("sciworld-ref-venv").join("bin").join("python"),
+        };
+        if !python.is_file() {
+            bail!(
+                "no reference python at {} (run tools/record_sciworld.sh once to make the venv, pass --reference-python, or --no-reference)",
+                python.display()
+            );
+        }
+        Some((python, PathBuf::from(REFERENCE_SCRIPT)))
+    };
+    let steps: usize = episodes.iter().map(|e| e.commands.len()).sum();
+    eprintln!("bench: {} episodes, {steps} steps per side, {envs} environments in parallel", episodes.len());
+    let options = sciworld::bench::BenchOptions { episodes, parallel_envs: envs, reference };
+    let report = sciworld::bench::run(&EnvConfig::from_default_jar()?, &options)?;
+    println!("{}", report.table());
     Ok(ExitCode::SUCCESS)
 }

@@ -69,13 +69,14 @@ impl SciError {
         }
     }
 
-    /// True when the JVM behind the error is unusable (crashed, hung, garbled) and must be
-    /// restarted; false for errors about the caller's input.
+    /// True when the JVM behind the error is unusable (crashed, hung, garbled, out of memory)
+    /// and must be restarted; false for errors about the caller's input.
     pub fn jvm_is_broken(&self) -> bool {
-        matches!(
-            self,
-            SciError::Crashed { .. } | SciError::Timeout { .. } | SciError::Protocol { .. }
-        )
+        match self {
+            SciError::Crashed { .. } | SciError::Timeout { .. } | SciError::Protocol { .. } => true,
+            SciError::Java { detail, .. } => detail.contains("OutOfMemoryError"),
+            _ => false,
+        }
     }
 }
 

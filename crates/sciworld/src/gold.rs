@@ -8,6 +8,10 @@ use crate::env::{EnvConfig, SimSlot};
 use crate::error::Result;
 use crate::tasks::{check_variation, resolve_task};
 
+/// Heap for the gold JVM: generating a gold path runs out of a 128 MB heap on the
+/// change-of-state tasks (boil, melt, freeze, ...). One gold JVM serves many playing ones.
+pub const GOLD_HEAP_MB: u32 = 1024;
+
 /// Hands out gold action sequences (cached per task and variation).
 pub struct GoldOracle {
     slot: SimSlot,
@@ -19,8 +23,10 @@ impl GoldOracle {
     /// Start the oracle's JVM. Gold paths follow `config.simplifications` (under "easy" they
     /// teleport), so use the playing environments' config.
     pub fn new(config: &EnvConfig) -> Result<GoldOracle> {
+        let mut jvm = config.jvm.clone();
+        jvm.max_heap_mb = jvm.max_heap_mb.max(GOLD_HEAP_MB);
         Ok(GoldOracle {
-            slot: SimSlot::start(config.jvm.clone())?,
+            slot: SimSlot::start(jvm)?,
             simplifications: config.simplifications.clone(),
             cache: HashMap::new(),
         })

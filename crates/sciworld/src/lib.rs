@@ -14,6 +14,7 @@
 //! call returns an error (the episode failed) and the next reset starts a fresh JVM.
 
 pub mod assets;
+pub mod bench;
 mod env;
 mod error;
 mod gold;

@@ -91,7 +91,35 @@ impl Simulator {
 
     fn call(&mut self, method: &str, args: &[Arg], timeout: Duration) -> Result<Value> {
         let msg = call_message(&self.object, method, args);
-        self.connection.request(&msg, method, timeout)
+        let result = self.connection.request(&msg, method, timeout);
+        result.map_err(|e| self.explain(e))
+    }
+
+    /// A Java exception arrives as a reference (`ro5`); replace it by the exception's text
+    /// (`toString()`) and release it. Any other error passes unchanged.
+    fn explain(&mut self, error: SciError) -> SciError {
+        let SciError::Java { method, detail } = &error else {
+            return error;
+        };
+        let Some(id) = detail.strip_prefix('r') else {
+            return error;
+        };
+        let text = call_message(id, "toString", &[]);
+        let release = release_message(id);
+        match self.connection.pipeline(
+            &[(&text, "toString"), (&release, "release")],
+            self.call_timeout,
+        ) {
+            Ok(answers) => match &answers[0] {
+                Value::Str(text) => SciError::Java {
+                    method: method.clone(),
+                    detail: format!("{text}{}", self.jvm.stderr_note()),
+                },
+                _ => error,
+            },
+            Err(e) if e.jvm_is_broken() => e,
+            Err(_) => error,
+        }
     }
 
     fn call_string(&mut self, method: &str, args: &[Arg]) -> Result<String> {
@@ -192,7 +220,10 @@ impl Simulator {
         if with_valid_actions {
             messages.push((valid.as_str(), "getValidActionObjectCombinations"));
         }
-        let answers = self.connection.pipeline(&messages, self.call_timeout)?;
+        let answers = match self.connection.pipeline(&messages, self.call_timeout) {
+            Ok(answers) => answers,
+            Err(e) => return Err(self.explain(e)),
+        };
         let observation = match &answers[0] {
             Value::Str(s) => s.clone(),
             other => return Err(unexpected("step", "a string", other)),
