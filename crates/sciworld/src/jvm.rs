@@ -23,6 +23,8 @@ pub struct JvmConfig {
     pub jar: PathBuf,
     /// `-Xmx` in MiB. 128 keeps the resident size near 220 MB; the default heap grows to GBs.
     pub max_heap_mb: u32,
+    /// Further JVM flags, after `-Xmx` (default [`JvmConfig::DEFAULT_FLAGS`]).
+    pub flags: Vec<String>,
     /// Time allowed for the JVM to print its port and answer the first constructor.
     pub start_timeout: Duration,
     /// Time allowed for one ordinary call (step, load, list).
@@ -32,28 +34,22 @@ pub struct JvmConfig {
 }
 
 impl JvmConfig {
+    /// One GC thread and no concurrent collector (a small, predictable footprint), at most two
+    /// JIT compiler threads, 1 MB thread stacks.
+    pub const DEFAULT_FLAGS: [&'static str; 3] =
+        ["-XX:+UseSerialGC", "-XX:CICompilerCount=2", "-Xss1m"];
+
     /// Defaults for a given jar.
     pub fn new(jar: PathBuf) -> JvmConfig {
         JvmConfig {
             java: default_java(),
             jar,
             max_heap_mb: 128,
+            flags: Self::DEFAULT_FLAGS.iter().map(|f| f.to_string()).collect(),
             start_timeout: Duration::from_secs(60),
             call_timeout: Duration::from_secs(30),
             gold_timeout: Duration::from_secs(120),
         }
-    }
-
-    /// The JVM's command-line flags (before the main class).
-    pub fn flags(&self) -> Vec<String> {
-        vec![
-            format!("-Xmx{}m", self.max_heap_mb),
-            // One GC thread and no concurrent collector: small, predictable footprint.
-            "-XX:+UseSerialGC".to_string(),
-            // Fewer compiler and GC threads on small machines with many JVMs.
-            "-XX:CICompilerCount=2".to_string(),
-            "-Xss1m".to_string(),
-        ]
     }
 }
 
@@ -92,7 +88,8 @@ impl Jvm {
             )));
         }
         let mut child = Command::new(&config.java)
-            .args(config.flags())
+            .arg(format!("-Xmx{}m", config.max_heap_mb))
+            .args(&config.flags)
             .arg("-cp")
             .arg(&config.jar)
             .args(["py4j.GatewayServer", "--die-on-broken-pipe", "0"])

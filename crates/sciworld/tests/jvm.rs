@@ -92,6 +92,7 @@ fn steps_follow_the_official_client() {
         "{valid:?}"
     );
     assert_eq!(valid, env.valid_actions().unwrap());
+    assert!(valid.windows(2).all(|w| w[0] <= w[1]), "sorted");
     assert!(
         valid.iter().any(|a| a.starts_with("teleport to")),
         "easy mode teleports"

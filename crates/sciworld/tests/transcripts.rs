@@ -1,5 +1,11 @@
 //! Replaying transcripts recorded with the official Python client (`tools/record_sciworld.sh`)
 //! gives the same task descriptions, observations, scores and done flags.
+//!
+//! The simulator itself is not deterministic run to run (listing order, which object "0" picks
+//! in an ambiguous request, bees, thermometer readings). The recorder plays every episode twice
+//! in two fresh JVMs and marks a step `stable` when both runs agree. Every stable step is
+//! compared: command, score and done exactly, the observation up to listing order (most are
+//! byte-identical; the test prints how many).
 
 use std::io::Read;
 use std::sync::Mutex;
@@ -12,6 +18,17 @@ const TRANSCRIPTS: &str = concat!(
     "/tests/transcripts/official.jsonl.gz"
 );
 const WORKERS: usize = 2;
+/// Tasks whose outcome differs between JVMs even when the official client's two runs agreed:
+/// the order in which circuit parts are evaluated (power-component: the same gold path reaches
+/// 100 in one JVM and 77 in another), pollinating bees (mendelian, grow-fruit). Only their
+/// reset step is compared.
+const NONDETERMINISTIC_TASKS: [&str; 5] = [
+    "power-component",
+    "power-component-renewable-vs-nonrenewable-energy",
+    "mendelian-genetics-known-plant",
+    "mendelian-genetics-unknown-plant",
+    "grow-fruit",
+];
 
 #[derive(serde::Deserialize)]
 struct Transcript {
@@ -21,7 +38,14 @@ struct Transcript {
     simplifications: String,
     task_description: String,
     commands: Vec<String>,
-    steps: Vec<sciworld::replay::StepRecord>,
+    steps: Vec<RecordedStep>,
+}
+
+#[derive(serde::Deserialize)]
+struct RecordedStep {
+    #[serde(flatten)]
+    step: sciworld::replay::StepRecord,
+    stable: bool,
 }
 
 fn transcripts() -> Vec<Transcript> {
@@ -35,13 +59,30 @@ fn transcripts() -> Vec<Transcript> {
         .collect()
 }
 
+/// An observation up to the simulator's unstable listing order: its lines sorted, and the
+/// parts of each line (split at commas and parentheses, "containing " dropped) sorted.
+fn canonical(observation: &str) -> Vec<Vec<&str>> {
+    let mut lines: Vec<Vec<&str>> = observation
+        .lines()
+        .map(|line| {
+            let mut parts: Vec<&str> = line
+                .split([',', '(', ')'])
+                .map(|part| part.trim().trim_start_matches("containing "))
+                .collect();
+            parts.sort_unstable();
+            parts
+        })
+        .collect();
+    lines.sort_unstable();
+    lines
+}
+
 #[test]
 fn official_transcripts_replay_identically() {
     let all = transcripts();
     assert_eq!(all.len(), 60, "two episodes per task");
+    // Valid actions are fetched every step, as the official client's step does.
     let config = EnvConfig::from_default_jar().expect("the scienceworld jar");
-    let mut config = config;
-    config.valid_actions = std::env::var_os("NOVALID").is_none();
     let queue = Mutex::new((0..all.len()).collect::<Vec<_>>());
     let replayed: Mutex<Vec<(usize, ReplayRecord)>> = Mutex::new(Vec::new());
     std::thread::scope(|scope| {
@@ -63,6 +104,7 @@ fn official_transcripts_replay_identically() {
         }
     });
     let mut differences = Vec::new();
+    let (mut compared, mut exact, mut total) = (0, 0, 0);
     for (i, record) in replayed.into_inner().unwrap() {
         let t = &all[i];
         let name = format!("{} {} ({})", t.task, t.variation, t.kind);
@@ -70,8 +112,26 @@ fn official_transcripts_replay_identically() {
             differences.push(format!("{name}: task description"));
         }
         assert_eq!(record.steps.len(), t.steps.len(), "{name}");
-        for (n, (ours, theirs)) in record.steps.iter().zip(&t.steps).enumerate() {
-            if ours != theirs {
+        // Steps where the official client's two runs disagreed are skipped.
+        let limit = if NONDETERMINISTIC_TASKS.contains(&t.task.as_str()) {
+            1
+        } else {
+            t.steps.len()
+        };
+        total += t.steps.len();
+        for (n, (ours, theirs)) in record.steps.iter().zip(&t.steps).take(limit).enumerate() {
+            if !theirs.stable {
+                continue;
+            }
+            compared += 1;
+            let theirs = &theirs.step;
+            if ours == theirs {
+                exact += 1;
+            } else if ours.command != theirs.command
+                || ours.score != theirs.score
+                || ours.done != theirs.done
+                || canonical(&ours.observation) != canonical(&theirs.observation)
+            {
                 differences.push(format!(
                     "{name} step {n}: ours {ours:?}\n  official {theirs:?}"
                 ));
@@ -84,4 +144,10 @@ fn official_transcripts_replay_identically() {
         differences.len(),
         differences.join("\n")
     );
+    // Most of the recording must be comparable, or this test checks little.
+    assert!(
+        compared * 10 >= total * 9,
+        "only {compared} of {total} recorded steps compared"
+    );
+    eprintln!("{compared} of {total} recorded steps compared, {exact} byte-identical, the rest equal up to listing order");
 }
