@@ -122,6 +122,8 @@ pub struct SciWorldEnv {
     config: EnvConfig,
     slot: SimSlot,
     episode: Option<Episode>,
+    /// The last game asked for; kept when an episode fails, so `Env::reset` can start it again.
+    game: Option<(TaskInfo, usize)>,
 }
 
 impl SciWorldEnv {
@@ -132,6 +134,7 @@ impl SciWorldEnv {
             config,
             slot,
             episode: None,
+            game: None,
         })
     }
 
@@ -140,6 +143,7 @@ impl SciWorldEnv {
         let task = resolve_task(task)?;
         check_variation(&task, variation)?;
         self.episode = None;
+        self.game = Some((task, variation));
         let simplifications = self.config.simplifications.clone();
         let with_valid = self.config.valid_actions;
         let (description, raw) = self.slot.with(|sim| {
@@ -272,9 +276,9 @@ fn env_error(e: SciError) -> EnvError {
 }
 
 impl Env for SciWorldEnv {
-    /// Reload the current task and variation (an error if none was loaded).
+    /// Start the last game asked for again (also after a failed episode; an error if none was).
     fn reset(&mut self) -> std::result::Result<StepResult, EnvError> {
-        let (task, variation) = self.current().ok_or_else(|| env_error(SciError::NoTask))?;
+        let (task, variation) = self.game.ok_or_else(|| env_error(SciError::NoTask))?;
         self.reset_to(task.name, variation)
             .map(|s| s.to_step_result())
             .map_err(env_error)
