@@ -270,7 +270,7 @@ impl BenchReport {
         ));
         let mut out = format!(
             "{} steps per side; {} environments in parallel; ours: JVM RSS per environment (the Rust \
-             process, {:.0} MB, is shared by all); reference: Python process + its JVM\n\n| measure | rlvmr sciworld | official Python client | ratio |\n|---|---|---|---|\n",
+             process, {:.0} MB, is shared by all); reference: Python process + its JVM\n\n| measure | rlvmr sciworld | official Python client | advantage (>1: ours better) |\n|---|---|---|---|\n",
             o.steps,
             o.parallel_envs,
             mb(self.driver_rss_bytes)
