@@ -279,11 +279,11 @@ impl BenchReport {
             let (theirs_text, ratio) = match theirs {
                 Some(t) if lower_is_better => (
                     format!("{t:.1}"),
-                    format!("{:.2}x less", t / ours.max(1e-9)),
+                    format!("{:.2}x", t / ours.max(1e-9)),
                 ),
                 Some(t) => (
                     format!("{t:.1}"),
-                    format!("{:.2}x more", ours / t.max(1e-9)),
+                    format!("{:.2}x", ours / t.max(1e-9)),
                 ),
                 None => ("-".to_string(), "-".to_string()),
             };
