@@ -65,6 +65,19 @@ fn replay_writes_one_record_per_game_and_one_error_per_bad_line() {
 
 #[test]
 fn play_prints_the_task_and_answers_commands() {
+    // The simulator writes a file into its working directory: not the caller's.
+    let dir = std::env::temp_dir().join(format!("sciworld-cli-cwd-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_rlvmr"))
+        .args(["sciworld", "play", "freeze", "--variation", "3"])
+        .current_dir(&dir)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 0, "files left in the caller's directory");
+    let _ = std::fs::remove_dir_all(&dir);
+
     let (code, out, err) = rlvmr(&["sciworld", "play", "freeze", "--variation", "3"], b"look around\nquit\n");
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("Your task is to freeze"), "{out}");

@@ -277,14 +277,10 @@ impl BenchReport {
         );
         for (name, ours, theirs, lower_is_better) in rows {
             let (theirs_text, ratio) = match theirs {
-                Some(t) if lower_is_better => (
-                    format!("{t:.1}"),
-                    format!("{:.2}x", t / ours.max(1e-9)),
-                ),
-                Some(t) => (
-                    format!("{t:.1}"),
-                    format!("{:.2}x", ours / t.max(1e-9)),
-                ),
+                Some(t) if lower_is_better => {
+                    (format!("{t:.1}"), format!("{:.2}x", t / ours.max(1e-9)))
+                }
+                Some(t) => (format!("{t:.1}"), format!("{:.2}x", ours / t.max(1e-9))),
                 None => ("-".to_string(), "-".to_string()),
             };
             out.push_str(&format!(

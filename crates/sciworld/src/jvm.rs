@@ -53,6 +53,14 @@ impl JvmConfig {
     }
 }
 
+/// The directory holding the jar ("." for a bare file name).
+fn jar_dir(jar: &std::path::Path) -> PathBuf {
+    match jar.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => dir.to_path_buf(),
+        _ => PathBuf::from("."),
+    }
+}
+
 fn default_java() -> PathBuf {
     if let Some(java) = std::env::var_os("RLVMR_JAVA").filter(|j| !j.is_empty()) {
         return PathBuf::from(java);
@@ -87,12 +95,18 @@ impl Jvm {
                 config.jar.display()
             )));
         }
+        // Absolute, because the JVM runs in the jar's directory.
+        let jar = std::fs::canonicalize(&config.jar)
+            .map_err(|e| SciError::Start(format!("jar {}: {e}", config.jar.display())))?;
         let mut child = Command::new(&config.java)
             .arg(format!("-Xmx{}m", config.max_heap_mb))
             .args(&config.flags)
             .arg("-cp")
-            .arg(&config.jar)
+            .arg(&jar)
             .args(["py4j.GatewayServer", "--die-on-broken-pipe", "0"])
+            // The simulator writes object_type_ids.tsv into its working directory; run it
+            // beside the jar, as the official client does, not in the caller's directory.
+            .current_dir(jar_dir(&jar))
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
