@@ -223,3 +223,20 @@ fn a_missing_java_or_jar_is_a_clear_error() {
         "{err}"
     );
 }
+
+#[test]
+fn a_pool_starts_one_jvm_per_environment() {
+    let mut envs = sciworld::start_envs(2, &config()).unwrap();
+    let pids: Vec<u32> = envs.iter().map(|e| e.jvm_pid().unwrap()).collect();
+    assert_ne!(pids[0], pids[1]);
+    let first = envs[0].reset_to("boil", 0).unwrap();
+    let second = envs[1].reset_to("boil", 0).unwrap();
+    assert_eq!(first.score, second.score);
+    assert!(second
+        .observation
+        .starts_with("This room is called the hallway."));
+    drop(envs);
+    assert!(pids
+        .iter()
+        .all(|&pid| wait_gone(pid, Duration::from_secs(5))));
+}
