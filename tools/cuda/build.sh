@@ -46,6 +46,8 @@ fetch_toolkit() {
 }
 
 [[ -x "$toolkit/bin/nvcc" ]] || fetch_toolkit
+# candle's MoE kernels link the CUDA runtime by its development name.
+ln -sf libcudart.so.13 "$toolkit/lib/libcudart.so"
 
 cudarc=$(ls -d "${CARGO_HOME:-$HOME/.cargo}"/registry/src/*/cudarc-0.19.* 2>/dev/null | tail -1 || true)
 if [[ -z "$cudarc" ]]; then

@@ -16,6 +16,7 @@ mod model_cmd;
 mod sft_cmd;
 mod jsonl;
 mod score;
+mod sciworld_cmd;
 
 #[derive(Parser)]
 #[command(name = "rlvmr", version, about = "RLVMR: reinforcement learning with verifiable meta-reasoning rewards")]
@@ -76,6 +77,11 @@ enum Command {
     Alfworld {
         #[command(subcommand)]
         command: AlfworldCommand,
+    },
+    /// ScienceWorld: replay, play, gold paths, tasks, benchmark.
+    Sciworld {
+        #[command(subcommand)]
+        command: sciworld_cmd::SciworldCommand,
     },
 }
 
@@ -296,6 +302,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Command::Eval(args) => eval_cmd::run(args),
         Command::Coldstart(args) => coldstart_cmd::run(args),
         Command::Sft(args) => sft_cmd::run(args),
+        Command::Sciworld { command } => sciworld_cmd::run(command),
         Command::Alfworld { command } => match command {
             AlfworldCommand::Replay { data } => replay(&data),
             AlfworldCommand::Play { game, data, admissible } => play(&game, &data, admissible),
