@@ -13,6 +13,7 @@ pub mod gguf;
 pub mod logprobs;
 pub mod model;
 pub mod optim;
+mod raw;
 pub mod sample;
 pub mod tokenizer;
 
