@@ -9,6 +9,7 @@ pub mod assets;
 pub mod chat;
 pub mod checkpoint;
 pub mod error;
+pub mod fused;
 pub mod gguf;
 pub mod logprobs;
 pub mod model;

@@ -44,18 +44,35 @@ pub(crate) mod num_traits_like {
         + std::ops::Mul<Output = Self>
         + std::ops::Div<Output = Self>
     {
+        const ZERO: Self;
+        const NEG_INFINITY: Self;
         fn sqrt(self) -> Self;
+        fn exp(self) -> Self;
+        fn ln(self) -> Self;
+        fn maximum(self, other: Self) -> Self;
     }
-    impl Float for f32 {
-        fn sqrt(self) -> Self {
-            f32::sqrt(self)
-        }
+    macro_rules! float_impl {
+        ($t:ty) => {
+            impl Float for $t {
+                const ZERO: Self = 0.0;
+                const NEG_INFINITY: Self = <$t>::NEG_INFINITY;
+                fn sqrt(self) -> Self {
+                    <$t>::sqrt(self)
+                }
+                fn exp(self) -> Self {
+                    <$t>::exp(self)
+                }
+                fn ln(self) -> Self {
+                    <$t>::ln(self)
+                }
+                fn maximum(self, other: Self) -> Self {
+                    <$t>::max(self, other)
+                }
+            }
+        };
     }
-    impl Float for f64 {
-        fn sqrt(self) -> Self {
-            f64::sqrt(self)
-        }
-    }
+    float_impl!(f32);
+    float_impl!(f64);
 }
 
 fn contiguous_range(layout: &Layout, what: &str) -> Result<(usize, usize)> {
