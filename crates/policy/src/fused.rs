@@ -22,6 +22,12 @@ fn slice<'a, T: RawFloat>(s: &'a CpuStorage, l: &Layout, what: &str) -> CResult<
     Ok(&s.as_slice::<T>()?[start..end])
 }
 
+/// A sum accumulated in f64: f32 sums over a vocabulary-sized row lose the small terms (a
+/// token with p near 1 followed by 49k terms below f32's epsilon), which biases log-probs.
+fn sum_f64<T: RawFloat>(xs: impl Iterator<Item = T>) -> T {
+    T::from_f64(xs.map(|x| x.to_f64()).sum::<f64>())
+}
+
 /// Whether the fused kernels cover `x` (f32 or f64 on the CPU).
 fn fusable(x: &Tensor) -> bool {
     x.device().is_cpu() && matches!(x.dtype(), DType::F32 | DType::F64)
@@ -95,11 +101,10 @@ fn causal_softmax_fwd<T: RawFloat>(
             let m = x[..keep]
                 .iter()
                 .fold(T::NEG_INFINITY, |m, &v| m.maximum(v * scale));
-            let mut sum = T::ZERO;
             for (y, &x) in y[..keep].iter_mut().zip(&x[..keep]) {
                 *y = (x * scale - m).exp();
-                sum = sum + *y;
             }
+            let sum = sum_f64(y[..keep].iter().copied());
             for y in &mut y[..keep] {
                 *y = *y / sum;
             }
@@ -141,7 +146,7 @@ fn softmax_grad<T: RawFloat>(
     dx.par_chunks_mut(t)
         .zip(y.par_chunks(t).zip(g.par_chunks(t)))
         .for_each(|(dx, (y, g))| {
-            let dot = y.iter().zip(g).fold(T::ZERO, |a, (&y, &g)| a + y * g);
+            let dot = sum_f64(y.iter().zip(g).map(|(&y, &g)| y * g));
             for ((dx, &y), &g) in dx.iter_mut().zip(y).zip(g) {
                 *dx = scale * y * (g - dot);
             }
@@ -181,7 +186,7 @@ struct RmsNorm {
 
 /// `1 / sqrt(mean(x^2) + eps)` of one row.
 fn inv_rms<T: RawFloat>(x: &[T], eps: T) -> T {
-    let ss = x.iter().fold(T::ZERO, |a, &v| a + v * v);
+    let ss = sum_f64(x.iter().map(|&v| v * v));
     let n = T::from_f64(x.len() as f64);
     T::from_f64(1.0) / (ss / n + eps).sqrt()
 }
@@ -260,11 +265,7 @@ fn rms_norm_grad_x<T: RawFloat>(
         .zip(x.par_chunks(d).zip(g.par_chunks(d)))
         .for_each(|(dx, (x, g))| {
             let r = inv_rms(x, eps);
-            let dot = x
-                .iter()
-                .zip(g)
-                .zip(w)
-                .fold(T::ZERO, |a, ((&x, &g), &w)| a + g * w * x);
+            let dot = sum_f64(x.iter().zip(g).zip(w).map(|((&x, &g), &w)| g * w * x));
             let c = r * r * r * dot / n;
             for (((dx, &x), &g), &w) in dx.iter_mut().zip(x).zip(g).zip(w) {
                 *dx = r * g * w - x * c;
@@ -380,7 +381,7 @@ struct TokenScores;
 /// Log-sum-exp of one row.
 fn log_sum_exp<T: RawFloat>(z: &[T]) -> T {
     let m = z.iter().fold(T::NEG_INFINITY, |m, &v| m.maximum(v));
-    let s = z.iter().fold(T::ZERO, |a, &v| a + (v - m).exp());
+    let s = sum_f64(z.iter().map(|&v| (v - m).exp()));
     m + s.ln()
 }
 
@@ -414,7 +415,7 @@ fn token_scores_fwd<T: RawFloat>(
         .zip(z.par_chunks(v).zip(targets.par_iter()))
         .for_each(|(o, (z, &target))| {
             let lse = log_sum_exp(z);
-            let expected = z.iter().fold(T::ZERO, |a, &v| a + (v - lse).exp() * v);
+            let expected = sum_f64(z.iter().map(|&v| (v - lse).exp() * v));
             o[0] = z[target as usize] - lse;
             o[1] = lse - expected;
         });
@@ -470,7 +471,7 @@ fn token_scores_grad<T: RawFloat>(
             let lse = log_sum_exp(z);
             let has_h = g_h != T::ZERO;
             let entropy = if has_h {
-                lse - z.iter().fold(T::ZERO, |a, &v| a + (v - lse).exp() * v)
+                lse - sum_f64(z.iter().map(|&v| (v - lse).exp() * v))
             } else {
                 T::ZERO
             };
@@ -605,6 +606,25 @@ mod tests {
         let got = token_scores(&z.to_dtype(DType::F32).unwrap(), &targets).unwrap();
         let diff = max_abs_diff(&want, &got.to_dtype(DType::F64).unwrap());
         assert!(diff < 1e-5, "{diff}");
+    }
+
+    /// A peaked row over a large vocabulary: the sum of the small probabilities must not be
+    /// lost in f32 (with an f32 accumulator, log p came out 0 instead of -1.03e-4).
+    #[test]
+    fn f32_sums_keep_small_terms() {
+        let v = 50_000;
+        let mut row = vec![0f64; v];
+        row[7] = 20.0;
+        let z = Tensor::from_vec(row, (1, v), &Device::Cpu).unwrap();
+        let targets = Tensor::new(&[7u32], &Device::Cpu).unwrap();
+        let want = -((v - 1) as f64 * (-20f64).exp()).ln_1p();
+        let got = token_scores(&z.to_dtype(DType::F32).unwrap(), &targets)
+            .unwrap()
+            .to_dtype(DType::F64)
+            .unwrap()
+            .to_vec2::<f64>()
+            .unwrap()[0][0];
+        assert!((got - want).abs() < 2e-7, "log p {got}, want {want}");
     }
 
     #[test]
