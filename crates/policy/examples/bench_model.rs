@@ -31,9 +31,15 @@ fn flag_value(name: &str, default: usize) -> usize {
         .unwrap_or(default)
 }
 
+/// The median (the mean of the middle two for an even count, as Python's statistics.median).
 fn median(mut xs: Vec<f64>) -> f64 {
     xs.sort_by(|a, b| a.total_cmp(b));
-    xs[xs.len() / 2]
+    let n = xs.len();
+    if n % 2 == 1 {
+        xs[n / 2]
+    } else {
+        (xs[n / 2 - 1] + xs[n / 2]) / 2.0
+    }
 }
 
 /// The process's RSS high-water mark in MiB, from /proc/self/status.
