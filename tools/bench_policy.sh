@@ -55,9 +55,9 @@ print("| measure | rlvmr (candle) | PyTorch | rlvmr / PyTorch |")
 print("|---|---|---|---|")
 for name, mode, key in lines:
     a, b = med("rust-candle", mode, key), med("pytorch", mode, key)
-    print(f"| {name} | {a:.3g} | {b:.3g} | {a / b:.2f} |")
+    print(f"| {name} | {a:.4g} | {b:.4g} | {a / b:.2f} |")
 for name, key in [("decode, batch 1, Q8_0 copy (tokens/s)", "decode_b1_tok_s"),
                   ("decode, batch 8, Q8_0 copy (tokens/s)", "decode_b8_tok_s")]:
     a, b = med("rust-candle-q8", "decode", key), med("pytorch", "decode", key)
-    print(f"| {name} | {a:.3g} | {b:.3g} (f32) | {a / b:.2f} |")
+    print(f"| {name} | {a:.4g} | {b:.4g} (f32) | {a / b:.2f} |")
 PY
