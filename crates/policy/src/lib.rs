@@ -10,11 +10,13 @@ pub mod chat;
 pub mod checkpoint;
 pub mod device;
 pub mod error;
+pub mod fused;
 pub mod gguf;
 pub mod hf;
 pub mod logprobs;
 pub mod model;
 pub mod optim;
+mod raw;
 pub mod sample;
 pub mod tokenizer;
 

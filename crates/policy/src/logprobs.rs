@@ -6,7 +6,7 @@
 
 use crate::error::{PolicyError, Result};
 use crate::model::Llama;
-use candle_core::{DType, Device, Tensor, D};
+use candle_core::{DType, Device, Tensor};
 
 /// Right-padded `prompt ++ response` rows and the response mask.
 #[derive(Debug, Clone)]
@@ -99,19 +99,13 @@ pub fn token_scores(model: &Llama, input_ids: &Tensor) -> Result<TokenScores> {
     scores_from_logits(&logits, &targets)
 }
 
-/// Log-probs of `targets` (`[b, t]` u32) under `logits` (`[b, t, v]`), and entropies.
+/// Log-probs of `targets` (`[b, t]` u32) under `logits` (`[b, t, v]`), and entropies (one
+/// fused pass per row, [`crate::fused::token_scores`]).
 pub fn scores_from_logits(logits: &Tensor, targets: &Tensor) -> Result<TokenScores> {
-    let m = logits.max_keepdim(D::Minus1)?.detach();
-    let shifted = logits.broadcast_sub(&m)?;
-    let exp = shifted.exp()?;
-    let sum = exp.sum_keepdim(D::Minus1)?;
-    let lse = sum.log()?; // [b, t, 1]
-    let picked = shifted.gather(&targets.unsqueeze(D::Minus1)?, D::Minus1)?;
-    let logprobs = picked.broadcast_sub(&lse)?.squeeze(D::Minus1)?;
-    // H = lse - sum(p * shifted), p = exp / sum.
-    let p = exp.broadcast_div(&sum)?;
-    let expected = (p * &shifted)?.sum_keepdim(D::Minus1)?;
-    let entropy = (lse - expected)?.squeeze(D::Minus1)?;
+    let (b, t, v) = logits.dims3()?;
+    let both = crate::fused::token_scores(&logits.reshape((b * t, v))?, &targets.flatten_all()?)?;
+    let logprobs = both.narrow(1, 0, 1)?.reshape((b, t))?;
+    let entropy = both.narrow(1, 1, 1)?.reshape((b, t))?;
     Ok(TokenScores { logprobs, entropy })
 }
 

@@ -13,6 +13,7 @@
 //! than the window.
 
 use crate::error::{PolicyError, Result};
+use crate::fused;
 use candle_core::quantized::{GgmlDType, QMatMul, QTensor};
 use candle_core::{DType, Device, Module, Tensor, Var, D};
 use rand::SeedableRng;
@@ -319,18 +320,17 @@ impl Llama {
             .reshape((b, t, h))?;
         let cos = self.cos.narrow(0, 0, t)?;
         let sin = self.sin.narrow(0, 0, t)?;
-        let mask = causal_mask(t, self.dtype, &self.device)?;
         for layer in &self.layers {
-            let normed = rms_norm(&x, layer.input_norm.as_tensor(), self.cfg.rms_norm_eps)?;
-            let attn = self.attention(layer, &normed, &cos, &sin, &mask)?;
+            let normed = fused::rms_norm(&x, layer.input_norm.as_tensor(), self.cfg.rms_norm_eps)?;
+            let attn = self.attention(layer, &normed, &cos, &sin)?;
             x = (x + attn)?;
-            let normed = rms_norm(&x, layer.post_norm.as_tensor(), self.cfg.rms_norm_eps)?;
+            let normed = fused::rms_norm(&x, layer.post_norm.as_tensor(), self.cfg.rms_norm_eps)?;
             let gate = linear(&normed, layer.gate.as_tensor())?;
             let up = linear(&normed, layer.up.as_tensor())?;
             let mlp = linear(&(silu(&gate)? * up)?, layer.down.as_tensor())?;
             x = (x + mlp)?;
         }
-        let x = rms_norm(&x, self.norm.as_tensor(), self.cfg.rms_norm_eps)?;
+        let x = fused::rms_norm(&x, self.norm.as_tensor(), self.cfg.rms_norm_eps)?;
         let head = self.lm_head.as_ref().unwrap_or(&self.embed);
         linear(&x, head.as_tensor())
     }
@@ -341,7 +341,6 @@ impl Llama {
         x: &Tensor,
         cos: &Tensor,
         sin: &Tensor,
-        mask: &Tensor,
     ) -> Result<Tensor> {
         let (b, t, _) = x.dims3()?;
         let (nh, nkv, hd) = (self.cfg.num_heads, self.cfg.num_kv_heads, self.cfg.head_dim);
@@ -357,14 +356,16 @@ impl Llama {
         let v = proj(&layer.v, &layer.v_bias)?
             .reshape((b, t, nkv, hd))?
             .transpose(1, 2)?;
-        let q = rope(&q, cos, sin)?;
-        let k = repeat_kv(&rope(&k, cos, sin)?, nh / nkv)?;
-        let v = repeat_kv(&v.contiguous()?, nh / nkv)?;
+        // GQA without copying K/V per query head: the `rep` query heads of each KV head are
+        // stacked as `rep * t` query rows (head `g * rep + r` uses KV head `g`).
+        let rep = nh / nkv;
+        let q = rope(&q, cos, sin)?.reshape((b, nkv, rep * t, hd))?;
+        let k = rope(&k, cos, sin)?;
         let scale = 1.0 / (hd as f64).sqrt();
-        let scores = (q.matmul(&k.t()?)? * scale)?.broadcast_add(mask)?;
-        let probs = softmax_last_dim(&scores)?;
+        let probs = fused::causal_softmax(&q.matmul(&k.t()?)?, scale)?;
         let out = probs
-            .matmul(&v)?
+            .matmul(&v.contiguous()?)?
+            .reshape((b, nh, t, hd))?
             .transpose(1, 2)?
             .reshape((b, t, nh * hd))?;
         linear(&out, layer.o.as_tensor())
@@ -845,25 +846,6 @@ fn rope_tables(cfg: &LlamaConfig, dtype: DType, device: &Device) -> Result<(Tens
         Tensor::from_vec(cos, shape, device)?.to_dtype(dtype)?,
         Tensor::from_vec(sin, shape, device)?.to_dtype(dtype)?,
     ))
-}
-
-/// `[t, t]` additive causal mask: 0 on and below the diagonal, -inf above.
-fn causal_mask(t: usize, dtype: DType, device: &Device) -> Result<Tensor> {
-    let data: Vec<f32> = (0..t)
-        .flat_map(|i| (0..t).map(move |j| if j > i { f32::NEG_INFINITY } else { 0.0 }))
-        .collect();
-    Ok(Tensor::from_vec(data, (t, t), device)?.to_dtype(dtype)?)
-}
-
-/// `[b, kv, t, d]` -> `[b, kv * n_rep, t, d]`, each KV head repeated for its query group.
-fn repeat_kv(x: &Tensor, n_rep: usize) -> Result<Tensor> {
-    if n_rep == 1 {
-        return Ok(x.clone());
-    }
-    let (b, kv, t, d) = x.dims4()?;
-    let x = x.unsqueeze(2)?;
-    let reps: Vec<&Tensor> = std::iter::repeat_n(&x, n_rep).collect();
-    Ok(Tensor::cat(&reps, 2)?.reshape((b, kv * n_rep, t, d))?)
 }
 
 /// A tiny Box-Muller normal sampler so that `rand_distr` is not needed.

@@ -7,6 +7,8 @@
 use crate::error::{PolicyError, Result};
 use crate::logprobs::{response_scores, ResponseBatch, TokenScores};
 use crate::model::Llama;
+use crate::raw::{with_slice, with_slice_mut, RawFloat};
+use rayon::prelude::*;
 use candle_core::{backprop::GradStore, DType, Tensor, Var};
 
 /// AdamW hyper-parameters. Defaults are `torch.optim.AdamW`'s.
@@ -120,24 +122,23 @@ impl AdamW {
     /// been updated at least once.
     pub fn moments(&self, name: &str) -> Option<(Tensor, Tensor, u64)> {
         let p = self.params.iter().find(|p| p.name == name)?;
-        Some((p.m.clone()?, p.v.clone()?, p.step))
+        // Copies: the optimizer updates its moments in place.
+        let m = p.m.as_ref()?.copy().ok()?;
+        let v = p.v.as_ref()?.copy().ok()?;
+        Some((m, v, p.step))
     }
 
     /// Apply one update with the gradients in `grads`.
+    ///
+    /// f32 and f64 parameters are updated by one fused pass over the raw buffers (parameter,
+    /// moments and gradient, in place); other dtypes by tensor ops.
     pub fn step(&mut self, grads: &GradStore) -> Result<()> {
-        let AdamWConfig {
-            lr,
-            beta1: b1,
-            beta2: b2,
-            eps,
-            weight_decay: wd,
-        } = self.cfg;
         for p in self.params.iter_mut() {
             let Some(g) = grads.get(p.var.as_tensor()) else {
                 continue;
             };
             let dtype = p.var.dtype();
-            let g = g.detach().to_dtype(dtype)?;
+            let mut g = g.detach().to_dtype(dtype)?;
             if g.dims() != p.var.dims() {
                 return Err(PolicyError::Input(format!(
                     "gradient of {} has shape {:?}, parameter {:?}",
@@ -146,29 +147,16 @@ impl AdamW {
                     p.var.dims()
                 )));
             }
-            p.step += 1;
-            let t = p.step as i32;
-            let mut w = p.var.as_tensor().detach();
-            if wd != 0.0 {
-                w = (w * (1.0 - lr * wd))?;
+            if !g.is_contiguous() {
+                g = g.contiguous()?;
             }
-            let m = match &p.m {
-                Some(m) => ((m * b1)? + (&g * (1.0 - b1))?)?,
-                None => (&g * (1.0 - b1))?,
-            };
-            let g2 = g.sqr()?;
-            let v = match &p.v {
-                Some(v) => ((v * b2)? + (g2 * (1.0 - b2))?)?,
-                None => (g2 * (1.0 - b2))?,
-            };
-            let bc1 = 1.0 - b1.powi(t);
-            let bc2 = 1.0 - b2.powi(t);
-            let step_size = lr / bc1;
-            let denom = ((v.sqrt()? / bc2.sqrt())? + eps)?;
-            let update = ((&m / denom)? * step_size)?;
-            p.var.set(&(w - update)?)?;
-            p.m = Some(m);
-            p.v = Some(v);
+            p.step += 1;
+            let scalars = AdamWScalars::new(&self.cfg, p.step);
+            match dtype {
+                DType::F32 => fused_update::<f32>(p, &g, &scalars)?,
+                DType::F64 => fused_update::<f64>(p, &g, &scalars)?,
+                _ => tensor_update(p, &g, &scalars)?,
+            }
         }
         self.steps += 1;
         Ok(())
@@ -187,16 +175,128 @@ impl AdamW {
     }
 }
 
+/// The per-step constants of one parameter's AdamW update (`t` is its 1-based step).
+struct AdamWScalars {
+    /// `1 - lr * weight_decay` (1 when there is no decay).
+    decay: f64,
+    b1: f64,
+    b2: f64,
+    /// `1 / sqrt(1 - b2^t)`.
+    inv_sqrt_bc2: f64,
+    eps: f64,
+    /// `lr / (1 - b1^t)`.
+    step_size: f64,
+}
+
+impl AdamWScalars {
+    fn new(cfg: &AdamWConfig, step: u64) -> Self {
+        let t = step as i32;
+        Self {
+            decay: 1.0 - cfg.lr * cfg.weight_decay,
+            b1: cfg.beta1,
+            b2: cfg.beta2,
+            inv_sqrt_bc2: 1.0 / (1.0 - cfg.beta2.powi(t)).sqrt(),
+            eps: cfg.eps,
+            step_size: cfg.lr / (1.0 - cfg.beta1.powi(t)),
+        }
+    }
+}
+
+/// Elements per parallel chunk of the fused loops (large enough to amortise the task cost).
+const CHUNK: usize = 1 << 16;
+
+/// The AdamW update in one pass over the raw buffers, in place. Moments start at zero, which
+/// gives PyTorch's first step exactly (`0 * b1 + (1 - b1) g`).
+fn fused_update<T: RawFloat>(p: &mut ParamState, g: &Tensor, k: &AdamWScalars) -> Result<()> {
+    let zeros = || p.var.as_tensor().zeros_like();
+    let m = match p.m.take() {
+        Some(m) => m.contiguous()?,
+        None => zeros()?,
+    };
+    let v = match p.v.take() {
+        Some(v) => v.contiguous()?,
+        None => zeros()?,
+    };
+    let c = |x: f64| T::from_f64(x);
+    let (decay, b1, b2, one_b1, one_b2) = (c(k.decay), c(k.b1), c(k.b2), c(1.0 - k.b1), c(1.0 - k.b2));
+    let (inv_sqrt_bc2, eps, step_size) = (c(k.inv_sqrt_bc2), c(k.eps), c(k.step_size));
+    let name = p.name.as_str();
+    with_slice_mut::<T, _>(p.var.as_tensor(), name, |w| {
+        with_slice_mut::<T, _>(&m, name, |m| {
+            with_slice_mut::<T, _>(&v, name, |v| {
+                with_slice::<T, _>(g, name, |g| {
+                    w.par_chunks_mut(CHUNK)
+                        .zip(m.par_chunks_mut(CHUNK))
+                        .zip(v.par_chunks_mut(CHUNK))
+                        .zip(g.par_chunks(CHUNK))
+                        .for_each(|(((w, m), v), g)| {
+                            for i in 0..w.len() {
+                                let gi = g[i];
+                                let mi = m[i] * b1 + gi * one_b1;
+                                let vi = v[i] * b2 + gi * gi * one_b2;
+                                let denom = vi.sqrt() * inv_sqrt_bc2 + eps;
+                                w[i] = w[i] * decay - mi / denom * step_size;
+                                m[i] = mi;
+                                v[i] = vi;
+                            }
+                        });
+                    Ok(())
+                })
+            })
+        })
+    })?;
+    p.m = Some(m);
+    p.v = Some(v);
+    Ok(())
+}
+
+/// The same update with tensor ops, for dtypes the fused loop does not cover.
+fn tensor_update(p: &mut ParamState, g: &Tensor, k: &AdamWScalars) -> Result<()> {
+    let w = (p.var.as_tensor().detach() * k.decay)?;
+    let m = match &p.m {
+        Some(m) => ((m * k.b1)? + (g * (1.0 - k.b1))?)?,
+        None => (g * (1.0 - k.b1))?,
+    };
+    let g2 = g.sqr()?;
+    let v = match &p.v {
+        Some(v) => ((v * k.b2)? + (g2 * (1.0 - k.b2))?)?,
+        None => (g2 * (1.0 - k.b2))?,
+    };
+    let denom = ((v.sqrt()? * k.inv_sqrt_bc2)? + k.eps)?;
+    let update = ((&m / denom)? * k.step_size)?;
+    p.var.set(&(w - update)?)?;
+    p.m = Some(m);
+    p.v = Some(v);
+    Ok(())
+}
+
+/// Sum of squares of a gradient, accumulated in f64.
+fn sum_of_squares(g: &Tensor) -> Result<f64> {
+    let g = if g.is_contiguous() { g.clone() } else { g.contiguous()? };
+    fn run<T: RawFloat>(g: &Tensor) -> Result<f64> {
+        with_slice::<T, _>(g, "gradient", |s| {
+            Ok(s.par_chunks(CHUNK)
+                .map(|c| c.iter().map(|x| x.to_f64() * x.to_f64()).sum::<f64>())
+                .sum())
+        })
+    }
+    match g.dtype() {
+        DType::F32 => run::<f32>(&g),
+        DType::F64 => run::<f64>(&g),
+        _ => Ok(g
+            .to_dtype(DType::F64)?
+            .sqr()?
+            .sum_all()?
+            .to_scalar::<f64>()?),
+    }
+}
+
 /// Global L2 norm over the gradients of `vars` present in `grads` (computed in f64).
 pub fn grad_norm(vars: &[Var], grads: &GradStore) -> Result<f64> {
     let mut total = 0f64;
     for var in vars {
         if let Some(g) = grads.get(var.as_tensor()) {
-            total += g
-                .to_dtype(DType::F64)?
-                .sqr()?
-                .sum_all()?
-                .to_scalar::<f64>()?;
+            total += sum_of_squares(g)?;
         }
     }
     Ok(total.sqrt())

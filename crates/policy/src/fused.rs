@@ -1,0 +1,640 @@
+//! Fused CPU kernels for the training forward, each with its own backward pass.
+//!
+//! candle's own fused ops (`softmax_last_dim`, `rms_norm`, ...) have no backward and silently
+//! drop gradients; the primitive-op versions in [`crate::model`] are exact but build many
+//! full-size temporaries, forward and backward. These are candle custom ops whose `bwd` computes
+//! the input gradients in one pass (custom ops of their own, without a backward: no second-order
+//! gradients). f32 and f64 on the CPU; any other dtype or device falls back to the primitive ops.
+//! Tests compare values and gradients with the primitive versions in f64.
+
+use crate::error::Result;
+use crate::raw::RawFloat;
+use candle_core::{CpuStorage, CustomOp1, CustomOp2, CustomOp3, DType, Layout, Shape, Tensor, D};
+use rayon::prelude::*;
+
+type CResult<T> = candle_core::Result<T>;
+
+/// The contiguous element slice of a custom op's input.
+fn slice<'a, T: RawFloat>(s: &'a CpuStorage, l: &Layout, what: &str) -> CResult<&'a [T]> {
+    let (start, end) = l
+        .contiguous_offsets()
+        .ok_or_else(|| candle_core::Error::Msg(format!("{what}: input is not contiguous")))?;
+    Ok(&s.as_slice::<T>()?[start..end])
+}
+
+/// A sum accumulated in f64: f32 sums over a vocabulary-sized row lose the small terms (a
+/// token with p near 1 followed by 49k terms below f32's epsilon), which biases log-probs.
+fn sum_f64<T: RawFloat>(xs: impl Iterator<Item = T>) -> T {
+    T::from_f64(xs.map(|x| x.to_f64()).sum::<f64>())
+}
+
+/// Whether the fused kernels cover `x` (f32 or f64 on the CPU).
+fn fusable(x: &Tensor) -> bool {
+    x.device().is_cpu() && matches!(x.dtype(), DType::F32 | DType::F64)
+}
+
+/// Runs `$f::<T>(args)` for the float type of storage `$s`.
+macro_rules! by_dtype {
+    ($s:expr, $f:ident ( $($arg:expr),* )) => {
+        match $s {
+            CpuStorage::F32(_) => $f::<f32>($($arg),*),
+            CpuStorage::F64(_) => $f::<f64>($($arg),*),
+            _ => Err(candle_core::Error::Msg("fused op: only f32 and f64 are supported".into())),
+        }
+    };
+}
+
+fn last_dim(l: &Layout) -> CResult<usize> {
+    l.shape()
+        .dims()
+        .last()
+        .copied()
+        .filter(|&d| d > 0)
+        .ok_or_else(|| candle_core::Error::Msg("fused op: empty last dimension".into()))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Causal softmax: softmax(scale * x + causal mask) over the last dimension.
+
+/// `softmax(scale * x + mask)` over the last dimension of `x: [.., r * t, t]` (queries by keys;
+/// `r` groups of `t` queries, e.g. the query heads sharing one KV head), where the mask keeps
+/// key `j <= i` for query `i` of each group (the others get probability 0).
+pub fn causal_softmax(x: &Tensor, scale: f64) -> Result<Tensor> {
+    if !fusable(x) {
+        return causal_softmax_primitive(x, scale);
+    }
+    Ok(x.contiguous()?.apply_op1(CausalSoftmax { scale })?)
+}
+
+/// [`causal_softmax`] from primitive ops (an additive -inf mask and the primitive softmax).
+pub fn causal_softmax_primitive(x: &Tensor, scale: f64) -> Result<Tensor> {
+    let (rows, t) = (x.dim(D::Minus2)?, x.dim(D::Minus1)?);
+    let mask: Vec<f32> = (0..rows)
+        .flat_map(|i| (0..t).map(move |j| if j > i % t { f32::NEG_INFINITY } else { 0.0 }))
+        .collect();
+    let mask = Tensor::from_vec(mask, (rows, t), x.device())?.to_dtype(x.dtype())?;
+    crate::model::softmax_last_dim(&(x * scale)?.broadcast_add(&mask)?)
+}
+
+struct CausalSoftmax {
+    scale: f64,
+}
+
+fn causal_softmax_fwd<T: RawFloat>(
+    s: &CpuStorage,
+    l: &Layout,
+    scale: f64,
+) -> CResult<(CpuStorage, Shape)> {
+    let x = slice::<T>(s, l, "causal_softmax")?;
+    let dims = l.shape().dims();
+    let t = last_dim(l)?;
+    if dims.len() < 2 || dims[dims.len() - 2] % t != 0 {
+        candle_core::bail!("causal_softmax: expected [.., r * t, t], got {dims:?}");
+    }
+    let scale = T::from_f64(scale);
+    let mut out = vec![T::ZERO; x.len()];
+    out.par_chunks_mut(t)
+        .zip(x.par_chunks(t))
+        .enumerate()
+        .for_each(|(row, (y, x))| {
+            let keep = row % t + 1;
+            let m = x[..keep]
+                .iter()
+                .fold(T::NEG_INFINITY, |m, &v| m.maximum(v * scale));
+            for (y, &x) in y[..keep].iter_mut().zip(&x[..keep]) {
+                *y = (x * scale - m).exp();
+            }
+            let sum = sum_f64(y[..keep].iter().copied());
+            for y in &mut y[..keep] {
+                *y = *y / sum;
+            }
+        });
+    Ok((T::to_cpu_storage_owned(out), l.shape().clone()))
+}
+
+impl CustomOp1 for CausalSoftmax {
+    fn name(&self) -> &'static str {
+        "policy-causal-softmax"
+    }
+    fn cpu_fwd(&self, s: &CpuStorage, l: &Layout) -> CResult<(CpuStorage, Shape)> {
+        by_dtype!(s, causal_softmax_fwd(s, l, self.scale))
+    }
+    fn bwd(&self, _x: &Tensor, y: &Tensor, grad: &Tensor) -> CResult<Option<Tensor>> {
+        let grad = grad.contiguous()?;
+        Ok(Some(y.apply_op2_no_bwd(&grad, &SoftmaxGrad { scale: self.scale })?))
+    }
+}
+
+/// `dx = scale * y * (g - sum(g * y))` row by row, from the softmax output `y` and its
+/// gradient `g` (masked entries have `y = 0`, so they get 0).
+struct SoftmaxGrad {
+    scale: f64,
+}
+
+fn softmax_grad<T: RawFloat>(
+    ys: &CpuStorage,
+    yl: &Layout,
+    gs: &CpuStorage,
+    gl: &Layout,
+    scale: f64,
+) -> CResult<(CpuStorage, Shape)> {
+    let y = slice::<T>(ys, yl, "softmax grad (y)")?;
+    let g = slice::<T>(gs, gl, "softmax grad (g)")?;
+    let t = last_dim(yl)?;
+    let scale = T::from_f64(scale);
+    let mut dx = vec![T::ZERO; y.len()];
+    dx.par_chunks_mut(t)
+        .zip(y.par_chunks(t).zip(g.par_chunks(t)))
+        .for_each(|(dx, (y, g))| {
+            let dot = sum_f64(y.iter().zip(g).map(|(&y, &g)| y * g));
+            for ((dx, &y), &g) in dx.iter_mut().zip(y).zip(g) {
+                *dx = scale * y * (g - dot);
+            }
+        });
+    Ok((T::to_cpu_storage_owned(dx), yl.shape().clone()))
+}
+
+impl CustomOp2 for SoftmaxGrad {
+    fn name(&self) -> &'static str {
+        "policy-softmax-grad"
+    }
+    fn cpu_fwd(
+        &self,
+        s1: &CpuStorage,
+        l1: &Layout,
+        s2: &CpuStorage,
+        l2: &Layout,
+    ) -> CResult<(CpuStorage, Shape)> {
+        by_dtype!(s1, softmax_grad(s1, l1, s2, l2, self.scale))
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// RMS norm: y = x / sqrt(mean(x^2) + eps) * w over the last dimension.
+
+/// RMS norm over the last dimension with weight `w: [d]`.
+pub fn rms_norm(x: &Tensor, w: &Tensor, eps: f64) -> Result<Tensor> {
+    if !fusable(x) || x.dtype() != w.dtype() {
+        return crate::model::rms_norm(x, w, eps);
+    }
+    Ok(x.contiguous()?.apply_op2(&w.contiguous()?, RmsNorm { eps })?)
+}
+
+struct RmsNorm {
+    eps: f64,
+}
+
+/// `1 / sqrt(mean(x^2) + eps)` of one row.
+fn inv_rms<T: RawFloat>(x: &[T], eps: T) -> T {
+    let ss = sum_f64(x.iter().map(|&v| v * v));
+    let n = T::from_f64(x.len() as f64);
+    T::from_f64(1.0) / (ss / n + eps).sqrt()
+}
+
+fn rms_norm_fwd<T: RawFloat>(
+    xs: &CpuStorage,
+    xl: &Layout,
+    ws: &CpuStorage,
+    wl: &Layout,
+    eps: f64,
+) -> CResult<(CpuStorage, Shape)> {
+    let x = slice::<T>(xs, xl, "rms_norm (x)")?;
+    let w = slice::<T>(ws, wl, "rms_norm (weight)")?;
+    let d = last_dim(xl)?;
+    if w.len() != d {
+        candle_core::bail!("rms_norm: weight of {} for rows of {d}", w.len());
+    }
+    let eps = T::from_f64(eps);
+    let mut out = vec![T::ZERO; x.len()];
+    out.par_chunks_mut(d)
+        .zip(x.par_chunks(d))
+        .for_each(|(y, x)| {
+            let r = inv_rms(x, eps);
+            for ((y, &x), &w) in y.iter_mut().zip(x).zip(w) {
+                *y = x * r * w;
+            }
+        });
+    Ok((T::to_cpu_storage_owned(out), xl.shape().clone()))
+}
+
+impl CustomOp2 for RmsNorm {
+    fn name(&self) -> &'static str {
+        "policy-rms-norm"
+    }
+    fn cpu_fwd(
+        &self,
+        s1: &CpuStorage,
+        l1: &Layout,
+        s2: &CpuStorage,
+        l2: &Layout,
+    ) -> CResult<(CpuStorage, Shape)> {
+        by_dtype!(s1, rms_norm_fwd(s1, l1, s2, l2, self.eps))
+    }
+    fn bwd(
+        &self,
+        x: &Tensor,
+        w: &Tensor,
+        _y: &Tensor,
+        grad: &Tensor,
+    ) -> CResult<(Option<Tensor>, Option<Tensor>)> {
+        let grad = grad.contiguous()?;
+        let dx = x.apply_op3_no_bwd(w, &grad, &RmsNormGradX { eps: self.eps })?;
+        let dw = x.apply_op2_no_bwd(&grad, &RmsNormGradW { eps: self.eps })?;
+        Ok((Some(dx), Some(dw)))
+    }
+}
+
+/// `dx = r * g * w - x * r^3 * sum(g * w * x) / d` row by row, `r = 1 / rms(x)`.
+struct RmsNormGradX {
+    eps: f64,
+}
+
+fn rms_norm_grad_x<T: RawFloat>(
+    (xs, xl): (&CpuStorage, &Layout),
+    (ws, wl): (&CpuStorage, &Layout),
+    (gs, gl): (&CpuStorage, &Layout),
+    eps: f64,
+) -> CResult<(CpuStorage, Shape)> {
+    let x = slice::<T>(xs, xl, "rms_norm grad (x)")?;
+    let w = slice::<T>(ws, wl, "rms_norm grad (weight)")?;
+    let g = slice::<T>(gs, gl, "rms_norm grad (g)")?;
+    let d = last_dim(xl)?;
+    let (eps, n) = (T::from_f64(eps), T::from_f64(d as f64));
+    let mut dx = vec![T::ZERO; x.len()];
+    dx.par_chunks_mut(d)
+        .zip(x.par_chunks(d).zip(g.par_chunks(d)))
+        .for_each(|(dx, (x, g))| {
+            let r = inv_rms(x, eps);
+            let dot = sum_f64(x.iter().zip(g).zip(w).map(|((&x, &g), &w)| g * w * x));
+            let c = r * r * r * dot / n;
+            for (((dx, &x), &g), &w) in dx.iter_mut().zip(x).zip(g).zip(w) {
+                *dx = r * g * w - x * c;
+            }
+        });
+    Ok((T::to_cpu_storage_owned(dx), xl.shape().clone()))
+}
+
+impl CustomOp3 for RmsNormGradX {
+    fn name(&self) -> &'static str {
+        "policy-rms-norm-grad-x"
+    }
+    fn cpu_fwd(
+        &self,
+        s1: &CpuStorage,
+        l1: &Layout,
+        s2: &CpuStorage,
+        l2: &Layout,
+        s3: &CpuStorage,
+        l3: &Layout,
+    ) -> CResult<(CpuStorage, Shape)> {
+        by_dtype!(s1, rms_norm_grad_x((s1, l1), (s2, l2), (s3, l3), self.eps))
+    }
+}
+
+/// `dw = sum over rows of g * x * r`.
+struct RmsNormGradW {
+    eps: f64,
+}
+
+fn rms_norm_grad_w<T: RawFloat>(
+    xs: &CpuStorage,
+    xl: &Layout,
+    gs: &CpuStorage,
+    gl: &Layout,
+    eps: f64,
+) -> CResult<(CpuStorage, Shape)> {
+    let x = slice::<T>(xs, xl, "rms_norm grad (x)")?;
+    let g = slice::<T>(gs, gl, "rms_norm grad (g)")?;
+    let d = last_dim(xl)?;
+    let eps = T::from_f64(eps);
+    let dw = x
+        .par_chunks(d)
+        .zip(g.par_chunks(d))
+        .fold(
+            || vec![T::ZERO; d],
+            |mut acc, (x, g)| {
+                let r = inv_rms(x, eps);
+                for ((a, &x), &g) in acc.iter_mut().zip(x).zip(g) {
+                    *a = *a + g * x * r;
+                }
+                acc
+            },
+        )
+        .reduce(
+            || vec![T::ZERO; d],
+            |mut a, b| {
+                for (a, b) in a.iter_mut().zip(b) {
+                    *a = *a + b;
+                }
+                a
+            },
+        );
+    Ok((T::to_cpu_storage_owned(dw), Shape::from(d)))
+}
+
+impl CustomOp2 for RmsNormGradW {
+    fn name(&self) -> &'static str {
+        "policy-rms-norm-grad-w"
+    }
+    fn cpu_fwd(
+        &self,
+        s1: &CpuStorage,
+        l1: &Layout,
+        s2: &CpuStorage,
+        l2: &Layout,
+    ) -> CResult<(CpuStorage, Shape)> {
+        by_dtype!(s1, rms_norm_grad_w(s1, l1, s2, l2, self.eps))
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Token scores: log p(target) and the entropy of each row of logits, without the [n, vocab]
+// temporaries of log-softmax.
+
+/// For `logits: [n, v]` and `targets: [n]` (u32), `[n, 2]`: column 0 is
+/// `log softmax(logits)[target]`, column 1 the entropy of `softmax(logits)`. Differentiable in
+/// both columns with respect to the logits.
+pub fn token_scores(logits: &Tensor, targets: &Tensor) -> Result<Tensor> {
+    if !fusable(logits) {
+        return token_scores_primitive(logits, targets);
+    }
+    let targets = targets.to_dtype(DType::U32)?.contiguous()?;
+    Ok(logits.contiguous()?.apply_op2(&targets, TokenScores)?)
+}
+
+/// [`token_scores`] from primitive ops.
+pub fn token_scores_primitive(logits: &Tensor, targets: &Tensor) -> Result<Tensor> {
+    let m = logits.max_keepdim(D::Minus1)?.detach();
+    let shifted = logits.broadcast_sub(&m)?;
+    let exp = shifted.exp()?;
+    let sum = exp.sum_keepdim(D::Minus1)?;
+    let lse = sum.log()?;
+    let picked = shifted.gather(&targets.unsqueeze(D::Minus1)?, D::Minus1)?;
+    let logprobs = picked.broadcast_sub(&lse)?;
+    let p = exp.broadcast_div(&sum)?;
+    let entropy = (lse - (p * &shifted)?.sum_keepdim(D::Minus1)?)?;
+    Ok(Tensor::cat(&[&logprobs, &entropy], D::Minus1)?)
+}
+
+struct TokenScores;
+
+/// Log-sum-exp of one row.
+fn log_sum_exp<T: RawFloat>(z: &[T]) -> T {
+    let m = z.iter().fold(T::NEG_INFINITY, |m, &v| m.maximum(v));
+    let s = sum_f64(z.iter().map(|&v| (v - m).exp()));
+    m + s.ln()
+}
+
+/// The target of each row, checked against the vocabulary size.
+fn targets_of<'a>(s: &'a CpuStorage, l: &Layout, rows: usize, vocab: usize) -> CResult<&'a [u32]> {
+    let (start, end) = l
+        .contiguous_offsets()
+        .ok_or_else(|| candle_core::Error::Msg("token_scores: targets not contiguous".into()))?;
+    let t = &s.as_slice::<u32>()?[start..end];
+    if t.len() != rows {
+        candle_core::bail!("token_scores: {} targets for {rows} rows", t.len());
+    }
+    if let Some(bad) = t.iter().find(|&&id| id as usize >= vocab) {
+        candle_core::bail!("token_scores: target id {bad} outside the vocabulary of {vocab}");
+    }
+    Ok(t)
+}
+
+fn token_scores_fwd<T: RawFloat>(
+    zs: &CpuStorage,
+    zl: &Layout,
+    ts: &CpuStorage,
+    tl: &Layout,
+) -> CResult<(CpuStorage, Shape)> {
+    let z = slice::<T>(zs, zl, "token_scores (logits)")?;
+    let v = last_dim(zl)?;
+    let rows = z.len() / v;
+    let targets = targets_of(ts, tl, rows, v)?;
+    let mut out = vec![T::ZERO; rows * 2];
+    out.par_chunks_mut(2)
+        .zip(z.par_chunks(v).zip(targets.par_iter()))
+        .for_each(|(o, (z, &target))| {
+            let lse = log_sum_exp(z);
+            let expected = sum_f64(z.iter().map(|&v| (v - lse).exp() * v));
+            o[0] = z[target as usize] - lse;
+            o[1] = lse - expected;
+        });
+    let mut shape = zl.shape().dims().to_vec();
+    *shape.last_mut().expect("non-empty shape") = 2;
+    Ok((T::to_cpu_storage_owned(out), Shape::from(shape)))
+}
+
+impl CustomOp2 for TokenScores {
+    fn name(&self) -> &'static str {
+        "policy-token-scores"
+    }
+    fn cpu_fwd(
+        &self,
+        s1: &CpuStorage,
+        l1: &Layout,
+        s2: &CpuStorage,
+        l2: &Layout,
+    ) -> CResult<(CpuStorage, Shape)> {
+        by_dtype!(s1, token_scores_fwd(s1, l1, s2, l2))
+    }
+    fn bwd(
+        &self,
+        logits: &Tensor,
+        targets: &Tensor,
+        _res: &Tensor,
+        grad: &Tensor,
+    ) -> CResult<(Option<Tensor>, Option<Tensor>)> {
+        let grad = grad.contiguous()?;
+        let dz = logits.apply_op3_no_bwd(targets, &grad, &TokenScoresGrad)?;
+        Ok((Some(dz), None))
+    }
+}
+
+/// `dz_j = g_lp * (1[j = target] - p_j) - g_h * p_j * (log p_j + H)` row by row.
+struct TokenScoresGrad;
+
+fn token_scores_grad<T: RawFloat>(
+    (zs, zl): (&CpuStorage, &Layout),
+    (ts, tl): (&CpuStorage, &Layout),
+    (gs, gl): (&CpuStorage, &Layout),
+) -> CResult<(CpuStorage, Shape)> {
+    let z = slice::<T>(zs, zl, "token_scores grad (logits)")?;
+    let g = slice::<T>(gs, gl, "token_scores grad (g)")?;
+    let v = last_dim(zl)?;
+    let rows = z.len() / v;
+    let targets = targets_of(ts, tl, rows, v)?;
+    let mut dz = vec![T::ZERO; z.len()];
+    dz.par_chunks_mut(v)
+        .zip(z.par_chunks(v).zip(g.par_chunks(2).zip(targets.par_iter())))
+        .for_each(|(dz, (z, (g, &target)))| {
+            let (g_lp, g_h) = (g[0], g[1]);
+            let lse = log_sum_exp(z);
+            let has_h = g_h != T::ZERO;
+            let entropy = if has_h {
+                lse - sum_f64(z.iter().map(|&v| (v - lse).exp() * v))
+            } else {
+                T::ZERO
+            };
+            for (dz, &z) in dz.iter_mut().zip(z) {
+                let logp = z - lse;
+                let p = logp.exp();
+                let mut d = T::ZERO - g_lp * p;
+                if has_h {
+                    d = d - g_h * p * (logp + entropy);
+                }
+                *dz = d;
+            }
+            dz[target as usize] = dz[target as usize] + g_lp;
+        });
+    Ok((T::to_cpu_storage_owned(dz), zl.shape().clone()))
+}
+
+impl CustomOp3 for TokenScoresGrad {
+    fn name(&self) -> &'static str {
+        "policy-token-scores-grad"
+    }
+    fn cpu_fwd(
+        &self,
+        s1: &CpuStorage,
+        l1: &Layout,
+        s2: &CpuStorage,
+        l2: &Layout,
+        s3: &CpuStorage,
+        l3: &Layout,
+    ) -> CResult<(CpuStorage, Shape)> {
+        by_dtype!(s1, token_scores_grad((s1, l1), (s2, l2), (s3, l3)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use candle_core::{Device, Var};
+
+    fn rand(shape: &[usize], seed: u64) -> Tensor {
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+        let n: usize = shape.iter().product();
+        let data: Vec<f64> = (0..n).map(|_| rng.gen_range(-2.0..2.0)).collect();
+        Tensor::from_vec(data, shape, &Device::Cpu).unwrap()
+    }
+
+    fn max_abs_diff(a: &Tensor, b: &Tensor) -> f64 {
+        (a - b)
+            .unwrap()
+            .abs()
+            .unwrap()
+            .flatten_all()
+            .unwrap()
+            .max(0)
+            .unwrap()
+            .to_scalar::<f64>()
+            .unwrap()
+    }
+
+    /// Value and input gradients of `loss(f(inputs))` for the fused `f` and the primitive `f`,
+    /// in f64, with a random weighting of the outputs as the loss.
+    fn compare(
+        inputs: &[Tensor],
+        fused: impl Fn(&[Tensor]) -> Tensor,
+        primitive: impl Fn(&[Tensor]) -> Tensor,
+        tol: f64,
+    ) {
+        let vars: Vec<Var> = inputs
+            .iter()
+            .map(|t| Var::from_tensor(t).unwrap())
+            .collect();
+        let tensors: Vec<Tensor> = vars.iter().map(|v| v.as_tensor().clone()).collect();
+        let (yf, yp) = (fused(&tensors), primitive(&tensors));
+        assert_eq!(yf.dims(), yp.dims());
+        let diff = max_abs_diff(&yf, &yp);
+        assert!(diff < tol, "values differ by {diff}");
+        let weights = rand(yf.dims(), 99);
+        let gf = (&yf * &weights).unwrap().sum_all().unwrap().backward().unwrap();
+        let gp = (&yp * &weights).unwrap().sum_all().unwrap().backward().unwrap();
+        for (i, v) in vars.iter().enumerate() {
+            let (a, b) = (gf.get(v.as_tensor()), gp.get(v.as_tensor()));
+            let (a, b) = (a.expect("fused gradient"), b.expect("primitive gradient"));
+            let diff = max_abs_diff(a, b);
+            let scale = max_abs_diff(b, &b.zeros_like().unwrap()).max(1e-12);
+            assert!(scale > 1e-6, "input {i}: zero gradient");
+            assert!(diff < tol, "input {i}: gradients differ by {diff} (scale {scale})");
+        }
+    }
+
+    #[test]
+    fn causal_softmax_matches_primitive_ops_f64() {
+        // Two groups of 5 queries over 5 keys.
+        let x = rand(&[2, 3, 10, 5], 1);
+        compare(
+            &[x],
+            |t| causal_softmax(&t[0], 0.7).unwrap(),
+            |t| causal_softmax_primitive(&t[0], 0.7).unwrap(),
+            1e-12,
+        );
+    }
+
+    #[test]
+    fn rms_norm_matches_primitive_ops_f64() {
+        let x = rand(&[2, 4, 6], 2);
+        let w = ((rand(&[6], 3) * 0.2).unwrap() + 1.0).unwrap();
+        compare(
+            &[x, w],
+            |t| rms_norm(&t[0], &t[1], 1e-5).unwrap(),
+            |t| crate::model::rms_norm(&t[0], &t[1], 1e-5).unwrap(),
+            1e-12,
+        );
+    }
+
+    #[test]
+    fn token_scores_match_primitive_ops_f64() {
+        let z = (rand(&[7, 11], 4) * 3.0).unwrap();
+        let targets = Tensor::new(&[0u32, 3, 10, 5, 5, 1, 9], &Device::Cpu).unwrap();
+        compare(
+            &[z],
+            |t| token_scores(&t[0], &targets).unwrap(),
+            |t| token_scores_primitive(&t[0], &targets).unwrap(),
+            1e-12,
+        );
+    }
+
+    #[test]
+    fn f32_agrees_with_f64() {
+        let z = (rand(&[4, 9], 5) * 3.0).unwrap();
+        let targets = Tensor::new(&[1u32, 8, 0, 4], &Device::Cpu).unwrap();
+        let want = token_scores(&z, &targets).unwrap();
+        let got = token_scores(&z.to_dtype(DType::F32).unwrap(), &targets).unwrap();
+        let diff = max_abs_diff(&want, &got.to_dtype(DType::F64).unwrap());
+        assert!(diff < 1e-5, "{diff}");
+    }
+
+    /// A peaked row over a large vocabulary: the sum of the small probabilities must not be
+    /// lost in f32 (with an f32 accumulator, log p came out 0 instead of -1.03e-4).
+    #[test]
+    fn f32_sums_keep_small_terms() {
+        let v = 50_000;
+        let mut row = vec![0f64; v];
+        row[7] = 20.0;
+        let z = Tensor::from_vec(row, (1, v), &Device::Cpu).unwrap();
+        let targets = Tensor::new(&[7u32], &Device::Cpu).unwrap();
+        let want = -((v - 1) as f64 * (-20f64).exp()).ln_1p();
+        let got = token_scores(&z.to_dtype(DType::F32).unwrap(), &targets)
+            .unwrap()
+            .to_dtype(DType::F64)
+            .unwrap()
+            .to_vec2::<f64>()
+            .unwrap()[0][0];
+        assert!((got - want).abs() < 2e-7, "log p {got}, want {want}");
+    }
+
+    #[test]
+    fn bad_targets_are_errors() {
+        let z = rand(&[2, 3], 6);
+        let err = token_scores(&z, &Tensor::new(&[0u32, 3], &Device::Cpu).unwrap()).unwrap_err();
+        assert!(err.to_string().contains("target id 3"), "{err}");
+        let err = token_scores(&z, &Tensor::new(&[0u32], &Device::Cpu).unwrap()).unwrap_err();
+        assert!(err.to_string().contains("1 targets for 2 rows"), "{err}");
+        let err = causal_softmax(&rand(&[2, 3], 7), 1.0).unwrap_err();
+        assert!(err.to_string().contains("[.., r * t, t]"), "{err}");
+    }
+}
