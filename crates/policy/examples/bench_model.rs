@@ -199,7 +199,7 @@ fn main() -> policy::Result<()> {
                 policy::PolicyError::Input("save-hf needs an output folder".into())
             })?;
             let dir = std::path::PathBuf::from(dir);
-            policy::checkpoint::save_model(&model, &dir)?;
+            policy::checkpoint::save_model(&model, &tok, &dir)?;
             // The token ids both benchmarks feed (PyTorch needs no tokenizer then).
             let ids = serde_json::json!({
                 "train": text_ids(&tok, 512)?,
