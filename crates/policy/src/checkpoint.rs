@@ -130,7 +130,12 @@ fn read_json(path: &Path) -> Result<Value> {
 }
 
 /// Save the model's weights (in its dtype) and `config.json` into `dir` (created if needed).
+/// A model with a LoRA adapter is saved merged ([`Llama::merged`]): the checkpoint computes
+/// what the model computes.
 pub fn save_model(model: &Llama, dir: &Path) -> Result<()> {
+    if model.lora().is_some() {
+        return save_model(&model.merged()?, dir);
+    }
     std::fs::create_dir_all(dir).map_err(|e| PolicyError::io(dir, e))?;
     let tensors: HashMap<String, Tensor> = model
         .named_vars()
@@ -329,14 +334,23 @@ pub fn load_optimizer_into(opt: &mut AdamW, dir: &Path) -> Result<()> {
     Ok(())
 }
 
-/// Save the model (HF folder) into `dir` and the optimizer into `dir/optimizer/`.
+/// Save what training changes into `dir`: the model (HF folder) or, with a LoRA adapter
+/// attached, only the adapter (PEFT folder; the base is unchanged by training); and the
+/// optimizer into `dir/optimizer/`.
 pub fn save_training_state(model: &Llama, opt: &AdamW, dir: &Path) -> Result<()> {
-    save_model(model, dir)?;
+    match model.lora() {
+        Some(lora) => lora.save(dir)?,
+        None => save_model(model, dir)?,
+    }
     save_optimizer(opt, &dir.join(OPTIMIZER_DIR))
 }
 
-/// Restore what [`save_training_state`] wrote into an existing model and optimizer.
+/// Restore what [`save_training_state`] wrote into an existing model (with the same kind of
+/// adapter attached, if one was) and optimizer.
 pub fn load_training_state(model: &Llama, opt: &mut AdamW, dir: &Path) -> Result<()> {
-    load_weights_into(model, dir)?;
+    match model.lora() {
+        Some(lora) => lora.load_weights_into(dir)?,
+        None => load_weights_into(model, dir)?,
+    }
     load_optimizer_into(opt, &dir.join(OPTIMIZER_DIR))
 }
