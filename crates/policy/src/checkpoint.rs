@@ -105,8 +105,12 @@ fn tokenizer_config_json(tok: &Tokenizer, max_position: usize) -> Value {
 /// Save the model as a Hugging Face folder in `dir` (created if needed): its weights in its
 /// dtype (`model.safetensors`), `config.json`, `tokenizer.json` and `tokenizer_config.json`.
 /// A `model.safetensors.index.json` left in `dir` by an earlier sharded model is removed (it
-/// would otherwise take precedence over the new weights when loading).
+/// would otherwise take precedence over the new weights when loading). A model with a LoRA
+/// adapter is saved merged ([`Llama::merged`]): the checkpoint computes what the model computes.
 pub fn save_model(model: &Llama, tokenizer: &Tokenizer, dir: &Path) -> Result<()> {
+    if model.lora().is_some() {
+        return save_model(&model.merged()?, tokenizer, dir);
+    }
     std::fs::create_dir_all(dir).map_err(|e| PolicyError::io(dir, e))?;
     let stale_index = dir.join(INDEX_FILE);
     if stale_index.exists() {
@@ -326,19 +330,28 @@ pub fn load_optimizer_into(opt: &mut AdamW, dir: &Path) -> Result<()> {
     Ok(())
 }
 
-/// Save the model (HF folder) into `dir` and the optimizer into `dir/optimizer/`.
+/// Save what training changes into `dir`: the model (HF folder) or, with a LoRA adapter
+/// attached, only the adapter (PEFT folder; the base is unchanged by training); and the
+/// optimizer into `dir/optimizer/`.
 pub fn save_training_state(
     model: &Llama,
     tokenizer: &Tokenizer,
     opt: &AdamW,
     dir: &Path,
 ) -> Result<()> {
-    save_model(model, tokenizer, dir)?;
+    match model.lora() {
+        Some(lora) => lora.save(dir)?,
+        None => save_model(model, tokenizer, dir)?,
+    }
     save_optimizer(opt, &dir.join(OPTIMIZER_DIR))
 }
 
-/// Restore what [`save_training_state`] wrote into an existing model and optimizer.
+/// Restore what [`save_training_state`] wrote into an existing model (with the same kind of
+/// adapter attached, if one was) and optimizer.
 pub fn load_training_state(model: &Llama, opt: &mut AdamW, dir: &Path) -> Result<()> {
-    load_weights_into(model, dir)?;
+    match model.lora() {
+        Some(lora) => lora.load_weights_into(dir)?,
+        None => load_weights_into(model, dir)?,
+    }
     load_optimizer_into(opt, &dir.join(OPTIMIZER_DIR))
 }

@@ -1,5 +1,6 @@
 //! The LLM policy: the embedded default model, GGUF loading, the tokenizer, the chat template,
-//! a differentiable Llama forward pass (only ops with a backward), and per-token log-probs.
+//! a differentiable Llama forward pass (only ops with a backward), per-token log-probs, LoRA
+//! adapters over a frozen base (PEFT layout), the optimizer and checkpoints.
 //!
 //! The forward pass is written with plain candle ops on purpose: candle's fused ops
 //! (`softmax_last_dim`, `rms_norm`, `rope`, `sdpa`, `QMatMul`) have no backward and silently drop
@@ -10,10 +11,12 @@ pub mod chat;
 pub mod checkpoint;
 pub mod device;
 pub mod error;
+pub mod frozen;
 pub mod fused;
 pub mod gguf;
 pub mod hf;
 pub mod logprobs;
+pub mod lora;
 pub mod model;
 pub mod optim;
 mod raw;
@@ -21,6 +24,7 @@ pub mod sample;
 pub mod tokenizer;
 
 pub use error::{PolicyError, Result};
+pub use lora::{LoraAdapters, LoraConfig, TargetModule};
 pub use model::{Family, InferenceModel, KvCache, Llama, LlamaConfig};
 pub use optim::{AdamW, AdamWConfig};
 pub use tokenizer::Tokenizer;

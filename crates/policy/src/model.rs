@@ -14,6 +14,8 @@
 
 use crate::error::{PolicyError, Result};
 use crate::fused;
+use crate::frozen::frozen_linear;
+use crate::lora::{LoraAdapters, TargetModule};
 use candle_core::quantized::{GgmlDType, QMatMul, QTensor};
 use candle_core::{DType, Device, Module, Tensor, Var, D};
 use rand::SeedableRng;
@@ -147,6 +149,30 @@ struct Layer {
     down: Var,
 }
 
+impl Layer {
+    fn weight(&self, target: TargetModule) -> &Var {
+        match target {
+            TargetModule::QProj => &self.q,
+            TargetModule::KProj => &self.k,
+            TargetModule::VProj => &self.v,
+            TargetModule::OProj => &self.o,
+            TargetModule::GateProj => &self.gate,
+            TargetModule::UpProj => &self.up,
+            TargetModule::DownProj => &self.down,
+        }
+    }
+
+    /// The bias of a projection (Qwen2's q/k/v), if it has one.
+    fn bias(&self, target: TargetModule) -> Option<&Var> {
+        match target {
+            TargetModule::QProj => self.q_bias.as_ref(),
+            TargetModule::KProj => self.k_bias.as_ref(),
+            TargetModule::VProj => self.v_bias.as_ref(),
+            _ => None,
+        }
+    }
+}
+
 /// The trainable Llama model.
 pub struct Llama {
     cfg: LlamaConfig,
@@ -159,6 +185,8 @@ pub struct Llama {
     sin: Tensor,
     dtype: DType,
     device: Device,
+    /// LoRA adapters; while attached the base weights are frozen (see [`crate::lora`]).
+    pub(crate) lora: Option<LoraAdapters>,
 }
 
 impl std::fmt::Debug for Llama {
@@ -237,6 +265,7 @@ impl Llama {
             sin,
             dtype,
             device: device.clone(),
+            lora: None,
         })
     }
 
@@ -314,46 +343,69 @@ impl Llama {
         }
         let h = self.cfg.hidden_size;
         let mut x = self
-            .embed
-            .as_tensor()
+            .param(&self.embed)
             .index_select(&ids.flatten_all()?, 0)?
             .reshape((b, t, h))?;
         let cos = self.cos.narrow(0, 0, t)?;
         let sin = self.sin.narrow(0, 0, t)?;
-        for layer in &self.layers {
-            let normed = fused::rms_norm(&x, layer.input_norm.as_tensor(), self.cfg.rms_norm_eps)?;
-            let attn = self.attention(layer, &normed, &cos, &sin)?;
+                for (l, layer) in self.layers.iter().enumerate() {
+            let normed = fused::rms_norm(&x, &self.param(&layer.input_norm), self.cfg.rms_norm_eps)?;
+            let attn = self.attention(l, &normed, &cos, &sin)?;
             x = (x + attn)?;
-            let normed = fused::rms_norm(&x, layer.post_norm.as_tensor(), self.cfg.rms_norm_eps)?;
-            let gate = linear(&normed, layer.gate.as_tensor())?;
-            let up = linear(&normed, layer.up.as_tensor())?;
-            let mlp = linear(&(silu(&gate)? * up)?, layer.down.as_tensor())?;
+            let normed = fused::rms_norm(&x, &self.param(&layer.post_norm), self.cfg.rms_norm_eps)?;
+            let gate = self.proj(l, TargetModule::GateProj, &normed)?;
+            let up = self.proj(l, TargetModule::UpProj, &normed)?;
+            let mlp = self.proj(l, TargetModule::DownProj, &(silu(&gate)? * up)?)?;
             x = (x + mlp)?;
         }
-        let x = fused::rms_norm(&x, self.norm.as_tensor(), self.cfg.rms_norm_eps)?;
+        let x = fused::rms_norm(&x, &self.param(&self.norm), self.cfg.rms_norm_eps)?;
         let head = self.lm_head.as_ref().unwrap_or(&self.embed);
-        linear(&x, head.as_tensor())
+        match self.lora {
+            Some(_) => frozen_linear(&x, head.as_tensor()),
+            None => linear(&x, head.as_tensor()),
+        }
+    }
+
+    /// A weight other than the seven projections as it enters the graph: detached while a LoRA
+    /// adapter freezes the base (so no gradient is computed for it), else the trainable `Var`.
+    fn param(&self, var: &Var) -> Tensor {
+        match self.lora {
+            Some(_) => var.as_tensor().detach(),
+            None => var.as_tensor().clone(),
+        }
+    }
+
+    /// Projection `target` of layer `l` applied to `x` (`x @ W^T`); with a LoRA adapter, the
+    /// frozen `W` plus the adapter's low-rank update. Every projection goes through here.
+    fn proj(&self, l: usize, target: TargetModule, x: &Tensor) -> Result<Tensor> {
+        let w = self.layers[l].weight(target).as_tensor();
+        let y = match &self.lora {
+            Some(lora) => lora.project(l, target, x, w)?,
+            None => linear(x, w)?,
+        };
+        let bias = self.layers[l].bias(target).map(|b| self.param(b));
+        add_bias(y, bias.as_ref())
     }
 
     fn attention(
         &self,
-        layer: &Layer,
+        l: usize,
         x: &Tensor,
         cos: &Tensor,
         sin: &Tensor,
     ) -> Result<Tensor> {
         let (b, t, _) = x.dims3()?;
         let (nh, nkv, hd) = (self.cfg.num_heads, self.cfg.num_kv_heads, self.cfg.head_dim);
-        let proj = |w: &Var, bias: &Option<Var>| -> Result<Tensor> {
-            add_bias(linear(x, w.as_tensor())?, bias.as_ref().map(Var::as_tensor))
-        };
-        let q = proj(&layer.q, &layer.q_bias)?
+        let q = self
+            .proj(l, TargetModule::QProj, x)?
             .reshape((b, t, nh, hd))?
             .transpose(1, 2)?;
-        let k = proj(&layer.k, &layer.k_bias)?
+        let k = self
+            .proj(l, TargetModule::KProj, x)?
             .reshape((b, t, nkv, hd))?
             .transpose(1, 2)?;
-        let v = proj(&layer.v, &layer.v_bias)?
+        let v = self
+            .proj(l, TargetModule::VProj, x)?
             .reshape((b, t, nkv, hd))?
             .transpose(1, 2)?;
         // GQA without copying K/V per query head: the `rep` query heads of each KV head are
@@ -368,7 +420,7 @@ impl Llama {
             .reshape((b, nh, t, hd))?
             .transpose(1, 2)?
             .reshape((b, t, nh * hd))?;
-        linear(&out, layer.o.as_tensor())
+        self.proj(l, TargetModule::OProj, &out)
     }
 }
 
@@ -505,7 +557,8 @@ pub struct InferenceModel {
 }
 
 impl Llama {
-    /// The inference view sharing this model's weights.
+    /// The inference view sharing this model's weights (with a LoRA adapter attached: a copy
+    /// with the adapter merged in).
     pub fn inference(&self) -> Result<InferenceModel> {
         self.build_inference(None)
     }
@@ -517,6 +570,10 @@ impl Llama {
     }
 
     fn build_inference(&self, quant: Option<GgmlDType>) -> Result<InferenceModel> {
+        // With a LoRA adapter: a merged copy (it does not see later updates of the adapter).
+        if self.lora.is_some() {
+            return self.merged()?.build_inference(quant);
+        }
         let layers = self
             .layers
             .iter()

@@ -92,9 +92,10 @@ impl AdamW {
         })
     }
 
-    /// An optimizer over every parameter of `model`.
+    /// An optimizer over the trainable parameters of `model` ([`Llama::trainable_vars`]: every
+    /// weight, or only the LoRA matrices when an adapter is attached).
     pub fn for_model(model: &Llama, cfg: AdamWConfig) -> Result<Self> {
-        Self::new(model.named_vars(), cfg)
+        Self::new(model.trainable_vars(), cfg)
     }
 
     pub fn config(&self) -> &AdamWConfig {
