@@ -70,7 +70,8 @@ fn main() -> policy::Result<()> {
     let dev = Device::Cpu;
 
     let mut model = base_model(&which, &dev)?;
-    policy::checkpoint::save_model(&model, &out.join("base"))?;
+    let tok = policy::tokenizer::word_level(model.config().vocab_size as u32)?;
+    policy::checkpoint::save_model(&model, &tok, &out.join("base"))?;
     let mut cfg = LoraConfig::new(rank, alpha, TargetModule::ALL.to_vec());
     cfg.base_model = Some(out.join("base").display().to_string());
     let adapters = LoraAdapters::new(model.config(), cfg, DType::F32, &dev, seed)?;
@@ -81,7 +82,7 @@ fn main() -> policy::Result<()> {
         .lora()
         .expect("attached above")
         .save(&out.join("adapter"))?;
-    policy::checkpoint::save_model(&model, &out.join("merged"))?;
+    policy::checkpoint::save_model(&model, &tok, &out.join("merged"))?;
 
     let vocab = model.config().vocab_size as u32;
     let (batch, seq) = (2usize, 12usize);

@@ -161,3 +161,21 @@ impl Tokenizer {
         &self.inner
     }
 }
+
+/// A word-level tokenizer with exactly `n` tokens, `<unk>` (id 0) and `w1` .. `w{n-1}`, split on
+/// whitespace: the tokenizer saved beside tiny random models (tests, examples).
+pub fn word_level(n: u32) -> Result<Tokenizer> {
+    use tokenizers::models::wordlevel::WordLevel;
+    use tokenizers::pre_tokenizers::whitespace::Whitespace;
+    let vocab = (0..n)
+        .map(|i| (if i == 0 { "<unk>".to_string() } else { format!("w{i}") }, i))
+        .collect();
+    let model = WordLevel::builder()
+        .vocab(vocab)
+        .unk_token("<unk>".into())
+        .build()
+        .map_err(|e| crate::PolicyError::Input(format!("word-level tokenizer: {e}")))?;
+    let mut tok = tokenizers::Tokenizer::new(model);
+    tok.with_pre_tokenizer(Some(Whitespace {}));
+    Ok(Tokenizer::from(tok))
+}

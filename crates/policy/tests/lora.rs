@@ -1,6 +1,7 @@
 //! LoRA on a frozen base: which tensors get gradients, finite differences, merging, the PEFT
 //! files, exact resume, and errors.
 
+mod common;
 use candle_core::{DType, Device, Tensor, Var, D};
 use policy::checkpoint;
 use policy::logprobs::ResponseBatch;
@@ -339,7 +340,8 @@ fn peft_adapter_and_merged_checkpoint_round_trip() {
     assert_eq!(max_abs_diff(&model.forward(&x).unwrap(), &want), 0.0);
 
     let merged_dir = tmp_dir("merged");
-    checkpoint::save_model(&model, &merged_dir).unwrap();
+    let tok = common::word_tokenizer(cfg.vocab_size as u32);
+    checkpoint::save_model(&model, &tok, &merged_dir).unwrap();
     let plain = checkpoint::load_model(&merged_dir, DType::F32, &dev).unwrap();
     assert!(plain.lora().is_none());
     let diff = max_abs_diff(&plain.forward(&x).unwrap(), &want);
@@ -398,7 +400,8 @@ fn lora_exact_resume_and_frozen_base() {
     step(&first, &mut opt_f);
     step(&first, &mut opt_f);
     let dir = tmp_dir("resume");
-    checkpoint::save_training_state(&first, &opt_f, &dir).unwrap();
+    let tok = common::word_tokenizer(cfg.vocab_size as u32);
+    checkpoint::save_training_state(&first, &tok, &opt_f, &dir).unwrap();
     assert!(dir.join(ADAPTER_MODEL_FILE).exists());
     assert!(!dir.join(checkpoint::MODEL_FILE).exists());
 

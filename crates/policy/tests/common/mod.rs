@@ -6,28 +6,7 @@ use std::path::PathBuf;
 /// A word-level tokenizer with exactly `n` tokens: `<unk>` (id 0) and `w1` .. `w{n-1}`, split on
 /// whitespace. Small enough for the tiny random models.
 pub fn word_tokenizer(n: u32) -> policy::Tokenizer {
-    use tokenizers::models::wordlevel::WordLevel;
-    use tokenizers::pre_tokenizers::whitespace::Whitespace;
-    let vocab = (0..n)
-        .map(|i| {
-            (
-                if i == 0 {
-                    "<unk>".to_string()
-                } else {
-                    format!("w{i}")
-                },
-                i,
-            )
-        })
-        .collect();
-    let model = WordLevel::builder()
-        .vocab(vocab)
-        .unk_token("<unk>".into())
-        .build()
-        .expect("word-level model");
-    let mut tok = tokenizers::Tokenizer::new(model);
-    tok.with_pre_tokenizer(Some(Whitespace {}));
-    policy::Tokenizer::from(tok)
+    policy::tokenizer::word_level(n).expect("word-level tokenizer")
 }
 
 /// `crates/policy/tests/fixtures/{name}`.
