@@ -21,6 +21,7 @@ pub mod model;
 pub mod optim;
 mod raw;
 pub mod sample;
+pub mod scratch;
 pub mod tokenizer;
 
 pub use error::{PolicyError, Result};

@@ -6,6 +6,7 @@
 
 use std::path::{Path, PathBuf};
 
+use policy::scratch::ScratchConfig;
 use rlvmr_core::{PromptConfig, Validity};
 use serde::{Deserialize, Serialize};
 
@@ -25,6 +26,9 @@ pub struct RunConfig {
     pub eval: EvalSection,
     pub coldstart: ColdstartSection,
     pub sft: SftSection,
+    /// The shape of a from-scratch model (`model.path = "scratch"`): `rlvmr sft` trains its
+    /// tokenizer on the SFT texts and initialises it randomly.
+    pub scratch: ScratchConfig,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -76,10 +80,14 @@ impl Default for EnvSection {
     }
 }
 
+/// `model.path` naming a model made from nothing (see [`ScratchConfig`]).
+pub const SCRATCH_MODEL: &str = "scratch";
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct ModelSection {
-    /// A GGUF file, a checkpoint folder, or the embedded default's name.
+    /// A GGUF file, a checkpoint folder, the embedded default's name, or `scratch`: a new
+    /// model of the `[scratch]` shape (only `rlvmr sft` makes one).
     pub path: String,
     /// Decode with a Q8_0 copy of the weights (CPU speed; log-probs are the copy's).
     pub quantized_decode: bool,
@@ -293,6 +301,11 @@ impl RunConfig {
         positive("env.max_steps", self.env.max_steps)?;
         if self.model.path.trim().is_empty() {
             return Err(TrainerError::value("model.path", "must name a model"));
+        }
+        if self.model.path == SCRATCH_MODEL {
+            self.scratch
+                .validate()
+                .map_err(|e| TrainerError::value("scratch", e.to_string()))?;
         }
         let r = &self.rollout;
         positive("rollout.group_size", r.group_size)?;

@@ -140,7 +140,7 @@ pub fn run_sft(
     config.validate()?;
     let samples = sft::read_samples(&config.sft.data)?;
     let provider = open(config)?;
-    let (model, tokenizer) = sft::load_model(&config.model.path)?;
+    let (model, tokenizer) = sft::initial_model(config, &samples, resume)?;
     let dir = RunDir::create(out, config)?;
     let report = sft::train(config, &model, &tokenizer, &samples, &dir, resume)?;
     if config.sft.eval_episodes == 0 {

@@ -21,7 +21,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::coldstart::SftSample;
 use crate::collector::mix;
-use crate::config::{RunConfig, SftSection};
+use crate::config::{RunConfig, SftSection, SCRATCH_MODEL};
 use crate::error::{Result, TrainerError};
 use crate::rundir::RunDir;
 
@@ -64,6 +64,37 @@ pub fn read_samples(path: &Path) -> Result<Vec<SftSample>> {
 /// embedded default's name.
 pub fn load_model(path: &str) -> Result<(Llama, Tokenizer)> {
     Ok(policy::load_model(path, DType::F32, &Device::Cpu)?)
+}
+
+/// The model an SFT run starts from: `model.path` loaded, or for `scratch` a BPE tokenizer
+/// trained on the samples' chat texts and a seeded random model of the `[scratch]` shape.
+/// Resuming a scratch run reads the tokenizer back from the checkpoint.
+pub fn initial_model(
+    config: &RunConfig,
+    samples: &[SftSample],
+    resume: Option<&Path>,
+) -> Result<(Llama, Tokenizer)> {
+    if config.model.path != SCRATCH_MODEL {
+        return load_model(&config.model.path);
+    }
+    if let Some(checkpoint) = resume {
+        return load_model(&checkpoint.display().to_string());
+    }
+    let texts: Vec<String> = samples.iter().map(chat_text).collect();
+    Ok(policy::scratch::create(
+        &config.scratch,
+        texts.iter().map(String::as_str),
+        config.run.seed,
+        &Device::Cpu,
+    )?)
+}
+
+/// A sample as the model reads it: the templated prompt, the reply, the end-of-turn token.
+fn chat_text(sample: &SftSample) -> String {
+    let mut text = apply_chatml(&[ChatMessage::user(&sample.prompt)], true);
+    text.push_str(&sample.response);
+    text.push_str(IM_END);
+    text
 }
 
 /// Saves the model with its tokenizer (and the optimizer when given) into `dir`.
@@ -123,17 +154,28 @@ pub fn learning_rate(step: usize, total: usize, warmup: usize, peak: f64) -> f64
     peak * 0.5 * (1.0 + (std::f64::consts::PI * progress).cos())
 }
 
+/// Samples sorted together by length, in windows of this many micro-batches: rows of a
+/// micro-batch are padded to its longest, and attention costs the square of that.
+const LENGTH_WINDOW_BATCHES: usize = 16;
+
 /// The optimizer steps of the whole run: per step, its micro-batches of sample indices.
-/// Epoch `e` shuffles the samples with a seed derived from `seed` and `e`.
-pub fn plan(samples: usize, cfg: &SftSection, seed: u64) -> Vec<Vec<Vec<usize>>> {
+/// Epoch `e` shuffles the samples with a seed derived from `seed` and `e`, sorts each window
+/// of [`LENGTH_WINDOW_BATCHES`] micro-batches by length (`lengths[i]`: sample i's tokens) so
+/// that micro-batches hold rows of similar length, and shuffles the micro-batches again.
+pub fn plan(lengths: &[usize], cfg: &SftSection, seed: u64) -> Vec<Vec<Vec<usize>>> {
     let mut steps = Vec::new();
     for epoch in 0..cfg.epochs {
-        let mut order: Vec<usize> = (0..samples).collect();
-        order.shuffle(&mut ChaCha8Rng::seed_from_u64(mix(seed, epoch as u64)));
-        let micro: Vec<Vec<usize>> = order
+        let mut rng = ChaCha8Rng::seed_from_u64(mix(seed, epoch as u64));
+        let mut order: Vec<usize> = (0..lengths.len()).collect();
+        order.shuffle(&mut rng);
+        for window in order.chunks_mut(cfg.batch_size * LENGTH_WINDOW_BATCHES) {
+            window.sort_by_key(|&i| lengths[i]);
+        }
+        let mut micro: Vec<Vec<usize>> = order
             .chunks(cfg.batch_size)
             .map(<[usize]>::to_vec)
             .collect();
+        micro.shuffle(&mut rng);
         steps.extend(micro.chunks(cfg.grad_accum).map(<[Vec<usize>]>::to_vec));
     }
     steps
@@ -236,7 +278,11 @@ pub fn train(
             format!("every sample is longer than {max_len} tokens"),
         ));
     }
-    let steps = plan(data.len(), cfg, config.run.seed);
+    let lengths: Vec<usize> = data
+        .iter()
+        .map(|t| t.prompt.len() + t.response.len())
+        .collect();
+    let steps = plan(&lengths, cfg, config.run.seed);
     let warmup = (cfg.warmup_ratio * steps.len() as f64).ceil() as usize;
     let adam = AdamWConfig {
         lr: cfg.lr,
@@ -365,7 +411,8 @@ mod tests {
             grad_accum: 2,
             ..SftSection::default()
         };
-        let steps = plan(10, &cfg, 4);
+        let lengths: Vec<usize> = (0..10).map(|i| (i * 7) % 10).collect();
+        let steps = plan(&lengths, &cfg, 4);
         // 10 samples -> 4 micro-batches -> 2 optimizer steps per epoch.
         assert_eq!(steps.len(), 4);
         for epoch in steps.chunks(2) {
@@ -374,7 +421,13 @@ mod tests {
             assert_eq!(seen, (0..10).collect::<Vec<_>>());
         }
         assert_ne!(steps[0], steps[2], "each epoch reshuffles");
-        assert_eq!(plan(10, &cfg, 4), steps);
+        assert_eq!(plan(&lengths, &cfg, 4), steps);
+        // Within a window, a micro-batch holds neighbours in length.
+        for micro in steps.iter().flatten() {
+            let lens: Vec<usize> = micro.iter().map(|&i| lengths[i]).collect();
+            let spread = lens.iter().max().unwrap() - lens.iter().min().unwrap();
+            assert!(spread <= 4, "{lens:?}");
+        }
     }
 
     #[test]

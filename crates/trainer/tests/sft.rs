@@ -145,3 +145,76 @@ fn sft_learns_checkpoints_and_resumes_exactly() {
     assert!(err.contains("steps"), "{err}");
     let _ = std::fs::remove_dir_all(&root);
 }
+
+#[test]
+fn sft_from_scratch_trains_its_own_tokenizer_and_model() {
+    use policy::scratch::ScratchConfig;
+    use trainer::sft::initial_model;
+    let samples: Vec<SftSample> = (1..=12)
+        .map(|i| SftSample {
+            prompt: format!("Task: put a mug in cabinet. Now: you arrive at cabinet {i}. Actions: move mug 1 to cabinet {i}, look"),
+            response: format!("<monitor>I hold mug 1 at cabinet {i}.</monitor>\n<action>move mug 1 to cabinet {i}</action>"),
+        })
+        .collect();
+    let mut config = RunConfig {
+        sft: SftSection {
+            epochs: 4,
+            lr: 1e-2,
+            warmup_ratio: 0.1,
+            batch_size: 4,
+            grad_accum: 1,
+            log_every: 1,
+            save_every: 6,
+            max_seq_len: 256,
+            eval_episodes: 0,
+            ..SftSection::default()
+        },
+        scratch: ScratchConfig {
+            vocab_size: 320,
+            hidden_size: 32,
+            intermediate_size: 64,
+            num_layers: 2,
+            num_heads: 4,
+            num_kv_heads: 2,
+            max_position: 256,
+            ..ScratchConfig::default()
+        },
+        ..RunConfig::default()
+    };
+    config.model.path = "scratch".into();
+    config.validate().unwrap();
+    let root = std::env::temp_dir().join(format!("trainer-sft-scratch-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&root);
+
+    let (model, tok) = initial_model(&config, &samples, None).unwrap();
+    assert!(tok.vocab_size() <= 320, "{}", tok.vocab_size());
+    assert_eq!(model.config().vocab_size, tok.vocab_size());
+    let text = &samples[3].response;
+    assert!(
+        tok.encode(text).unwrap().len() * 2 < text.len(),
+        "the BPE learned this corpus's words"
+    );
+    let (again, _) = initial_model(&config, &samples, None).unwrap();
+    assert_eq!(weights(&again), weights(&model), "seeded");
+
+    let dir = RunDir::create(&root.join("a"), &config).unwrap();
+    let report = train(&config, &model, &tok, &samples, &dir, None).unwrap();
+    let losses: Vec<f64> = report.log.iter().map(|l| l.loss).collect();
+    assert!(losses[losses.len() - 1] < losses[0] * 0.8, "{losses:?}");
+    let (reloaded, reloaded_tok) = load_model(report.final_dir.to_str().unwrap()).unwrap();
+    assert_eq!(weights(&reloaded), weights(&model));
+    assert_eq!(reloaded_tok.encode(text).unwrap(), tok.encode(text).unwrap());
+
+    // Resuming takes the tokenizer and weights from the checkpoint, not a new BPE.
+    let checkpoint = dir.file("checkpoints/step-6");
+    let (resumed, resumed_tok) = initial_model(&config, &samples[..2], Some(&checkpoint)).unwrap();
+    assert_eq!(resumed_tok.vocab_size(), tok.vocab_size());
+    let dir_b = RunDir::create(&root.join("b"), &config).unwrap();
+    train(&config, &resumed, &resumed_tok, &samples, &dir_b, Some(&checkpoint)).unwrap();
+    assert_eq!(weights(&resumed), weights(&model), "resume = uninterrupted");
+
+    config.scratch.hidden_size = 30;
+    let err = config.validate().unwrap_err().to_string();
+    assert!(err.contains("scratch") && err.contains("hidden_size"), "{err}");
+    let _ = std::fs::remove_dir_all(&root);
+}

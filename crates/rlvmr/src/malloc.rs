@@ -1,0 +1,24 @@
+//! The allocator's policy for this process.
+//!
+//! A training step allocates and frees tensors of tens to hundreds of MB (attention
+//! scores, activations kept for the backward pass). glibc serves each of those with its own
+//! `mmap` and gives it back with `munmap` when freed, so every step pays the page faults
+//! and the zeroing of fresh pages again: on a 4M-parameter model's SFT a third of the time
+//! went to the kernel. Serving everything from the heap and never trimming it keeps those
+//! pages mapped and reused; the process's memory stays at its peak, which a training run
+//! reaches anyway.
+
+/// Keep freed memory for reuse: no per-allocation `mmap`, no trimming of the heap.
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+pub fn keep_freed_memory() {
+    // SAFETY: mallopt only changes tunables of glibc's allocator; it is called at startup,
+    // before any other thread exists.
+    unsafe {
+        libc::mallopt(libc::M_MMAP_MAX, 0);
+        libc::mallopt(libc::M_TRIM_THRESHOLD, i32::MAX);
+        libc::mallopt(libc::M_TOP_PAD, 256 << 20);
+    }
+}
+
+#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+pub fn keep_freed_memory() {}
