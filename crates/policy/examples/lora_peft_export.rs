@@ -13,6 +13,7 @@
 use candle_core::{DType, Device, Tensor};
 use policy::lora::{LoraAdapters, LoraConfig, TargetModule};
 use policy::model::{Llama, LlamaConfig};
+use policy::Tokenizer;
 use rand::{Rng, SeedableRng};
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -25,18 +26,21 @@ fn arg(name: &str) -> Option<String> {
         .cloned()
 }
 
-fn base_model(which: &str, dev: &Device) -> policy::Result<Llama> {
+/// The base model and its tokenizer: a tiny random model with a word-level tokenizer of its
+/// vocabulary size, or the embedded SmolLM2 with its own.
+fn base_model(which: &str, dev: &Device) -> policy::Result<(Llama, Tokenizer)> {
     match which {
         "tiny" => {
             let cfg = LlamaConfig {
                 tie_word_embeddings: false,
                 ..LlamaConfig::tiny()
             };
-            Llama::random(cfg, DType::F32, dev, 1)
+            let tok = policy::tokenizer::word_level(cfg.vocab_size as u32)?;
+            Ok((Llama::random(cfg, DType::F32, dev, 1)?, tok))
         }
         "smollm2" => {
             let path = policy::assets::default_model_path()?;
-            Ok(policy::gguf::load(&path, DType::F32, dev)?.0)
+            policy::gguf::load(&path, DType::F32, dev)
         }
         other => Err(policy::PolicyError::Input(format!(
             "--model {other}: expected tiny or smollm2"
@@ -69,8 +73,7 @@ fn main() -> policy::Result<()> {
     let seed: u64 = arg("--seed").and_then(|v| v.parse().ok()).unwrap_or(0);
     let dev = Device::Cpu;
 
-    let mut model = base_model(&which, &dev)?;
-    let tok = policy::tokenizer::word_level(model.config().vocab_size as u32)?;
+    let (mut model, tok) = base_model(&which, &dev)?;
     policy::checkpoint::save_model(&model, &tok, &out.join("base"))?;
     let mut cfg = LoraConfig::new(rank, alpha, TargetModule::ALL.to_vec());
     cfg.base_model = Some(out.join("base").display().to_string());
