@@ -7,7 +7,7 @@ mod common;
 
 use candle_core::quantized::gguf_file::{self, Value};
 use candle_core::quantized::{GgmlDType, QTensor};
-use candle_core::{DType, Device, Tensor};
+use candle_core::{DType, Tensor};
 use common::{copy_fixture, fixture};
 use policy::sample::{sample, sample_batch, SampleOptions, StopReason};
 use policy::{Llama, LlamaConfig, Tokenizer};
@@ -15,7 +15,7 @@ use std::path::Path;
 
 /// `policy::load_model` on `path`, expecting an error; returns its message.
 fn load_err(path: &Path) -> String {
-    match policy::load_model(path.to_str().unwrap(), DType::F32, &Device::Cpu) {
+    match policy::load_model(path.to_str().unwrap(), DType::F32, &common::device()) {
         Ok(_) => panic!("{} loaded, expected an error", path.display()),
         Err(e) => e.to_string(),
     }
@@ -115,7 +115,7 @@ fn bad_config_json_names_file_key_and_value() {
 fn missing_tensor_and_shape_mismatch_name_the_tensor() {
     let dir = copy_fixture("qwen2-tiny-tied", "missing-tensor");
     let weights = dir.join("model.safetensors");
-    let mut tensors = candle_core::safetensors::load(&weights, &Device::Cpu).unwrap();
+    let mut tensors = candle_core::safetensors::load(&weights, &common::device()).unwrap();
     tensors
         .remove("model.layers.0.self_attn.k_proj.bias")
         .unwrap();
@@ -152,7 +152,7 @@ fn tokenizer_mismatch_is_named() {
     // The same check for a GGUF whose vocabulary is longer than its embedding.
     let dir = common::fresh_dir("gguf-mismatch");
     let path = dir.join("tiny.gguf");
-    let model = Llama::random(LlamaConfig::tiny(), DType::F32, &Device::Cpu, 3).unwrap();
+    let model = Llama::random(LlamaConfig::tiny(), DType::F32, &common::device(), 3).unwrap();
     std::fs::write(&path, tiny_gguf(&model, 40)).unwrap();
     assert_mentions(
         &load_err(&path),
@@ -238,7 +238,7 @@ fn to_gguf(name: &str, t: &Tensor, cfg: &LlamaConfig) -> (String, Tensor) {
 
 #[test]
 fn truncated_gguf_names_the_file() {
-    let dev = Device::Cpu;
+    let dev = common::device();
     let model = Llama::random(LlamaConfig::tiny(), DType::F32, &dev, 5).unwrap();
     let bytes = tiny_gguf(&model, 37);
     let dir = common::fresh_dir("gguf-truncated");
@@ -269,7 +269,7 @@ fn truncated_gguf_names_the_file() {
 
 fn tiny_qwen2() -> (Llama, Tokenizer) {
     let dir = fixture("qwen2-tiny-tied");
-    policy::load_model(dir.to_str().unwrap(), DType::F32, &Device::Cpu).unwrap()
+    policy::load_model(dir.to_str().unwrap(), DType::F32, &common::device()).unwrap()
 }
 
 /// A prompt of `n` tokens (the fixture's context is 64).
@@ -292,7 +292,7 @@ fn prompt_longer_than_the_context() {
         .unwrap_err();
     assert_mentions(&err.to_string(), &["context length 64"]);
 
-    let input = Tensor::new(long_ids(65).as_slice(), &Device::Cpu)
+    let input = Tensor::new(long_ids(65).as_slice(), &common::device())
         .unwrap()
         .unsqueeze(0)
         .unwrap();

@@ -1,5 +1,7 @@
 //! The training model's gradients: every parameter gets one, and they match finite differences.
 
+mod common;
+
 use candle_core::{DType, Device, Tensor, D};
 use policy::model::{log_softmax_last_dim, Family, Llama, LlamaConfig};
 
@@ -42,7 +44,7 @@ fn every_parameter_gets_a_nonzero_gradient() {
             family,
             ..LlamaConfig::tiny()
         };
-        let dev = Device::Cpu;
+        let dev = common::device();
         let model = Llama::random(cfg.clone(), dtype, &dev, 7).unwrap();
         let x = ids(&dev, cfg.vocab_size as u32);
         let grads = loss(&model, &x).backward().unwrap();
@@ -92,7 +94,7 @@ fn finite_differences_f64(family: Family) {
         family,
         ..LlamaConfig::tiny()
     };
-    let dev = Device::Cpu;
+    let dev = common::device();
     let model = Llama::random(cfg.clone(), DType::F64, &dev, 11).unwrap();
     let x = ids(&dev, cfg.vocab_size as u32);
     let grads = loss(&model, &x).backward().unwrap();
@@ -147,7 +149,7 @@ fn finite_differences_f64(family: Family) {
 #[test]
 fn gguf_qk_permutation_round_trips_and_matches_interleaved_rope() {
     use policy::gguf::{permute_rope_rows, unpermute_rope_rows};
-    let dev = Device::Cpu;
+    let dev = common::device();
     let (heads, hd, hidden, t) = (3usize, 8usize, 12usize, 5usize);
     let w = Tensor::randn(0f32, 1.0, (heads * hd, hidden), &dev).unwrap();
     let p = permute_rope_rows(&w, heads).unwrap();

@@ -5,12 +5,12 @@
 
 mod common;
 
-use candle_core::{DType, Device, Tensor};
+use candle_core::{DType, Tensor};
 use policy::chat::{apply_chatml, ChatMessage};
 
 #[test]
 fn smollm2_gguf_saved_as_hf_folder_reloads_identically() {
-    let dev = Device::Cpu;
+    let dev = common::device();
     let gguf = policy::assets::default_model_path().expect("fetch the default model");
     let (model, tok) = policy::gguf::load(&gguf, DType::F32, &dev).unwrap();
     let dir = common::fresh_dir("smollm2-hf");

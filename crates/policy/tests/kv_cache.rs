@@ -1,7 +1,9 @@
 //! The inference path (KV cache, left-padded batches) agrees with the training forward, and the
 //! cached sampler agrees with the no-cache baseline; every sampling option is exercised.
 
-use candle_core::{DType, Device, Tensor};
+mod common;
+
+use candle_core::{DType, Tensor};
 use policy::chat::{apply_chatml, ChatMessage};
 use policy::model::{Llama, LlamaConfig};
 use policy::sample::{sample, sample_batch, sample_cached, SampleOptions, StopReason};
@@ -77,7 +79,7 @@ fn check_cached_vs_full(model: &Llama, rows: &[Vec<u32>], split: &[usize]) -> f3
 
 #[test]
 fn tiny_model_cache_matches_full_forward() {
-    let model = Llama::random(LlamaConfig::tiny(), DType::F32, &Device::Cpu, 7).unwrap();
+    let model = Llama::random(LlamaConfig::tiny(), DType::F32, &common::device(), 7).unwrap();
     let row = |n: usize, k: u32| (0..n as u32).map(|i| (i * 5 + k) % 37).collect::<Vec<_>>();
     // Batch 1.
     let d = check_cached_vs_full(&model, &[row(12, 1)], &[4]);
@@ -91,7 +93,7 @@ fn tiny_model_cache_matches_full_forward() {
 #[test]
 fn smollm2_cache_and_sampler() {
     let path = policy::assets::default_model_path().expect("fetch the default model");
-    let (model, tok) = policy::gguf::load(&path, DType::F32, &Device::Cpu).unwrap();
+    let (model, tok) = policy::gguf::load(&path, DType::F32, &common::device()).unwrap();
     let chat = |q: &str| {
         tok.encode(&apply_chatml(&[ChatMessage::user(q)], true))
             .unwrap()
@@ -258,7 +260,7 @@ fn smollm2_q8_sampling_copy() {
     use candle_core::quantized::GgmlDType;
     use policy::sample::sample_batch_with;
     let path = policy::assets::default_model_path().expect("fetch the default model");
-    let (model, tok) = policy::gguf::load(&path, DType::F32, &Device::Cpu).unwrap();
+    let (model, tok) = policy::gguf::load(&path, DType::F32, &common::device()).unwrap();
     let q8 = model.quantized(GgmlDType::Q8_0).unwrap();
     let dense = model.inference().unwrap();
     let chat = |q: &str| {

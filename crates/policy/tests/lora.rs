@@ -45,7 +45,7 @@ fn lora_config(targets: &[TargetModule]) -> LoraConfig {
 
 /// A tiny model with an adapter on `targets` (A seeded, B zero as at init).
 fn tiny_with_lora(cfg: &LlamaConfig, dtype: DType, targets: &[TargetModule], seed: u64) -> Llama {
-    let dev = Device::Cpu;
+    let dev = common::device();
     let mut model = Llama::random(cfg.clone(), dtype, &dev, seed).unwrap();
     let adapters = LoraAdapters::new(cfg, lora_config(targets), dtype, &dev, seed + 100).unwrap();
     model.attach_lora(adapters).unwrap();
@@ -59,7 +59,7 @@ fn randomize_b(model: &Llama, seed: u64) {
         if name.contains("lora_B") {
             let n = var.elem_count();
             let data: Vec<f64> = (0..n).map(|_| rng.gen_range(-0.2..0.2)).collect();
-            let t = Tensor::from_vec(data, var.shape(), &Device::Cpu)
+            let t = Tensor::from_vec(data, var.shape(), &common::device())
                 .unwrap()
                 .to_dtype(var.dtype())
                 .unwrap();
@@ -107,7 +107,7 @@ fn gradients_reach_exactly_the_adapter() {
             ..LlamaConfig::tiny()
         };
         let model = tiny_with_lora(&cfg, DType::F32, &TargetModule::ALL, 5);
-        let x = ids(&Device::Cpu, cfg.vocab_size as u32);
+        let x = ids(&common::device(), cfg.vocab_size as u32);
         let base_shapes: Vec<Vec<usize>> = cfg
             .parameter_shapes()
             .into_iter()
@@ -163,7 +163,7 @@ fn partial_targets_adapt_only_those_modules() {
     assert!(names
         .iter()
         .all(|n| n.contains("q_proj") || n.contains("v_proj")));
-    let grads = loss(&model, &ids(&Device::Cpu, cfg.vocab_size as u32))
+    let grads = loss(&model, &ids(&common::device(), cfg.vocab_size as u32))
         .backward()
         .unwrap();
     for (name, var) in model.trainable_vars() {
@@ -182,7 +182,7 @@ fn lora_gradients_match_finite_differences_f64() {
         tie_word_embeddings: false,
         ..LlamaConfig::tiny()
     };
-    let dev = Device::Cpu;
+    let dev = common::device();
     let model = tiny_with_lora(&cfg, DType::F64, &TargetModule::ALL, 11);
     randomize_b(&model, 3);
     let x = ids(&dev, cfg.vocab_size as u32);
@@ -237,7 +237,7 @@ fn lora_gradients_match_finite_differences_f64() {
 #[test]
 fn lora_forward_equals_merged_weights() {
     let cfg = LlamaConfig::tiny();
-    let dev = Device::Cpu;
+    let dev = common::device();
     let plain = Llama::random(cfg.clone(), DType::F64, &dev, 8).unwrap();
     let model = tiny_with_lora(&cfg, DType::F64, &TargetModule::ALL, 8);
     let x = ids(&dev, cfg.vocab_size as u32);
@@ -260,7 +260,7 @@ fn lora_forward_equals_merged_weights() {
 #[test]
 fn sampling_path_of_a_lora_model_uses_the_adapter() {
     let cfg = LlamaConfig::tiny();
-    let dev = Device::Cpu;
+    let dev = common::device();
     let model = tiny_with_lora(&cfg, DType::F32, &TargetModule::ALL, 9);
     randomize_b(&model, 9);
     let prompt: Vec<u32> = vec![3, 10, 17, 24, 31];
@@ -297,7 +297,7 @@ fn tmp_dir(tag: &str) -> std::path::PathBuf {
 #[test]
 fn peft_adapter_and_merged_checkpoint_round_trip() {
     let cfg = LlamaConfig::tiny();
-    let dev = Device::Cpu;
+    let dev = common::device();
     let targets = [
         TargetModule::QProj,
         TargetModule::OProj,
@@ -355,7 +355,7 @@ fn peft_adapter_and_merged_checkpoint_round_trip() {
 #[test]
 fn lora_exact_resume_and_frozen_base() {
     let cfg = LlamaConfig::tiny();
-    let dev = Device::Cpu;
+    let dev = common::device();
     let opt_cfg = AdamWConfig {
         lr: 1e-2,
         weight_decay: 0.1,
@@ -427,7 +427,7 @@ fn lora_exact_resume_and_frozen_base() {
 #[test]
 fn bad_adapters_are_refused_with_the_reason() {
     let cfg = LlamaConfig::tiny();
-    let dev = Device::Cpu;
+    let dev = common::device();
     let mut model = tiny_with_lora(&cfg, DType::F32, &[TargetModule::QProj], 1);
     let dir = tmp_dir("bad");
     model.lora().unwrap().save(&dir).unwrap();

@@ -5,7 +5,7 @@
 
 mod common;
 
-use candle_core::{DType, Device, Tensor};
+use candle_core::{DType, Tensor};
 use common::{fixture, fresh_dir};
 use policy::sample::{sample, sample_batch, SampleOptions};
 use policy::{Family, Llama, Tokenizer};
@@ -25,13 +25,13 @@ const FIXTURES: [(&str, bool, DType, usize); 2] = [
 
 fn load(name: &str) -> (Llama, Tokenizer) {
     let dir = fixture(name);
-    policy::load_model(dir.to_str().unwrap(), DType::F32, &Device::Cpu)
+    policy::load_model(dir.to_str().unwrap(), DType::F32, &common::device())
         .unwrap_or_else(|e| panic!("loading {name}: {e}"))
 }
 
 fn reference(name: &str) -> HashMap<String, Tensor> {
     let path = fixture(&format!("{name}-reference.safetensors"));
-    candle_core::safetensors::load(&path, &Device::Cpu).unwrap()
+    candle_core::safetensors::load(&path, &common::device()).unwrap()
 }
 
 fn u32s(t: &Tensor) -> Vec<u32> {
@@ -52,7 +52,7 @@ fn fixtures_are_qwen2_as_stored() {
             .filter(|p| p.extension().is_some_and(|x| x == "safetensors"))
             .collect::<Vec<_>>();
         for w in &weights {
-            for (tname, t) in candle_core::safetensors::load(w, &Device::Cpu).unwrap() {
+            for (tname, t) in candle_core::safetensors::load(w, &common::device()).unwrap() {
                 assert_eq!(t.dtype(), stored, "{name}: {tname}");
             }
         }
@@ -89,7 +89,7 @@ fn logits_and_greedy_tokens_match_transformers() {
                 ids,
                 "{name}: tokenizer ids of input {i}"
             );
-            let input = Tensor::new(ids.as_slice(), &Device::Cpu)
+            let input = Tensor::new(ids.as_slice(), &common::device())
                 .unwrap()
                 .unsqueeze(0)
                 .unwrap();
@@ -126,7 +126,7 @@ fn logits_and_greedy_tokens_match_transformers() {
 fn every_qwen2_parameter_gets_a_gradient() {
     let (model, _) = load("qwen2-tiny");
     let ids: Vec<u32> = (0..12u32).map(|i| (i * 37 + 5) % 270).collect();
-    let input = Tensor::from_vec(ids, (2, 6), &Device::Cpu).unwrap();
+    let input = Tensor::from_vec(ids, (2, 6), &common::device()).unwrap();
     let scores = policy::logprobs::token_scores(&model, &input).unwrap();
     let loss = scores.logprobs.mean_all().unwrap().neg().unwrap();
     let grads = loss.backward().unwrap();
@@ -150,8 +150,8 @@ fn shards_without_an_index_load() {
     let dir = common::copy_fixture("qwen2-tiny", "shards-no-index");
     std::fs::remove_file(dir.join("model.safetensors.index.json")).unwrap();
     let (a, _) = load("qwen2-tiny");
-    let (b, _) = policy::load_model(dir.to_str().unwrap(), DType::F32, &Device::Cpu).unwrap();
-    let input = Tensor::new(&[[3u32, 100, 7, 250]], &Device::Cpu).unwrap();
+    let (b, _) = policy::load_model(dir.to_str().unwrap(), DType::F32, &common::device()).unwrap();
+    let input = Tensor::new(&[[3u32, 100, 7, 250]], &common::device()).unwrap();
     let diff = max_abs(&(a.forward(&input).unwrap() - b.forward(&input).unwrap()).unwrap());
     assert_eq!(diff, 0.0);
     std::fs::remove_dir_all(&dir).unwrap();
@@ -173,18 +173,18 @@ fn qwen2_save_and_reload() {
         assert_eq!(cfg["tie_word_embeddings"], tied);
         assert_eq!(cfg["rope_theta"], 5000.0);
         let saved =
-            candle_core::safetensors::load(dir.join("model.safetensors"), &Device::Cpu).unwrap();
+            candle_core::safetensors::load(dir.join("model.safetensors"), &common::device()).unwrap();
         assert!(saved.contains_key("model.layers.0.self_attn.q_proj.bias"));
         assert_eq!(saved.contains_key("lm_head.weight"), !tied);
 
         let (back, back_tok) =
-            policy::load_model(dir.to_str().unwrap(), DType::F32, &Device::Cpu).unwrap();
+            policy::load_model(dir.to_str().unwrap(), DType::F32, &common::device()).unwrap();
         assert_eq!(back.config(), model.config());
         assert_eq!(
             back_tok.encode(INPUTS[0]).unwrap(),
             tok.encode(INPUTS[0]).unwrap()
         );
-        let input = Tensor::new(&[[1u32, 2, 40, 200, 9]], &Device::Cpu).unwrap();
+        let input = Tensor::new(&[[1u32, 2, 40, 200, 9]], &common::device()).unwrap();
         let diff =
             max_abs(&(model.forward(&input).unwrap() - back.forward(&input).unwrap()).unwrap());
         assert_eq!(diff, 0.0, "{name}: logits changed by the round trip");

@@ -1,6 +1,8 @@
 //! The differentiable forward on the real SmolLM2-135M GGUF agrees with candle-transformers'
 //! `quantized_llama` (weights dequantized to f32, and as shipped in Q4_1).
 
+mod common;
+
 use candle_core::quantized::gguf_file::{self, Content};
 use candle_core::quantized::{GgmlDType, QTensor};
 use candle_core::{DType, Device, Tensor, D};
@@ -62,7 +64,7 @@ fn f32_gguf(path: &std::path::Path) -> Vec<u8> {
 #[test]
 fn logits_agree_with_quantized_llama() {
     let path = policy::assets::default_model_path().expect("fetch the default model");
-    let dev = Device::Cpu;
+    let dev = common::device();
     let t0 = Instant::now();
     let (model, tok) = policy::gguf::load(&path, DType::F32, &dev).unwrap();
     eprintln!("load + dequantize: {:.2?}", t0.elapsed());
@@ -203,7 +205,7 @@ fn logits_agree_with_quantized_llama() {
 #[test]
 fn score_text_rejects_bad_input_and_loading_rejects_bad_files() {
     let path = policy::assets::default_model_path().expect("fetch the default model");
-    let (model, tok) = policy::gguf::load(&path, DType::F32, &Device::Cpu).unwrap();
+    let (model, tok) = policy::gguf::load(&path, DType::F32, &common::device()).unwrap();
     let err = policy::logprobs::score_text(&model, &tok, "hi", "").unwrap_err();
     assert!(err.to_string().contains("empty response"), "{err}");
     let err = policy::logprobs::score_text(&model, &tok, "", "x").unwrap_err();
@@ -230,13 +232,13 @@ fn score_text_rejects_bad_input_and_loading_rejects_bad_files() {
     let bytes = std::fs::read(&path).unwrap();
     let truncated = dir.join("truncated.gguf");
     std::fs::write(&truncated, &bytes[..bytes.len() / 2]).unwrap();
-    assert!(policy::gguf::load(&truncated, DType::F32, &Device::Cpu).is_err());
+    assert!(policy::gguf::load(&truncated, DType::F32, &common::device()).is_err());
     let header_only = dir.join("header.gguf");
     std::fs::write(&header_only, &bytes[..1000]).unwrap();
-    assert!(policy::gguf::load(&header_only, DType::F32, &Device::Cpu).is_err());
+    assert!(policy::gguf::load(&header_only, DType::F32, &common::device()).is_err());
     let junk = dir.join("junk.gguf");
     std::fs::write(&junk, b"not a gguf file at all").unwrap();
-    let err = policy::gguf::load(&junk, DType::F32, &Device::Cpu).unwrap_err();
+    let err = policy::gguf::load(&junk, DType::F32, &common::device()).unwrap_err();
     assert!(err.to_string().contains("not a readable GGUF"), "{err}");
     let _ = std::fs::remove_dir_all(&dir);
 }

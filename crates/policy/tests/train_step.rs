@@ -3,7 +3,7 @@
 
 mod common;
 
-use candle_core::{backprop::GradStore, DType, Device, Tensor, Var};
+use candle_core::{backprop::GradStore, DType, Tensor, Var};
 use policy::checkpoint;
 use policy::logprobs::{response_scores, ResponseBatch};
 use policy::model::{Llama, LlamaConfig};
@@ -16,7 +16,7 @@ fn scalar(v: &Var) -> f64 {
 }
 
 fn var1(x: f64) -> Var {
-    Var::from_tensor(&Tensor::new(&[x], &Device::Cpu).unwrap()).unwrap()
+    Var::from_tensor(&Tensor::new(&[x], &common::device()).unwrap()).unwrap()
 }
 
 /// loss = 0.5 * w1^2 + 3 * w2, so dL/dw1 = w1 and dL/dw2 = 3.
@@ -186,7 +186,7 @@ fn equal_length_pairs() -> Vec<(Vec<u32>, Vec<u32>)> {
 /// step, equals one step on the full batch.
 #[test]
 fn accumulation_of_two_halves_equals_full_batch() {
-    let dev = Device::Cpu;
+    let dev = common::device();
     let cfg = LlamaConfig::tiny();
     let pairs = equal_length_pairs();
     let opt_cfg = AdamWConfig {
@@ -246,7 +246,7 @@ fn accumulation_of_two_halves_equals_full_batch() {
 /// loss = -(1.2 + 0.5 - 1.6 - 1.1) / 4 = 0.25; dloss/dlogp = -(0, 0.5, 0, 0, -1.1) / 4.
 #[test]
 fn ppo_clip_loss_hand_values() {
-    let dev = Device::Cpu;
+    let dev = common::device();
     let old = Tensor::new(&[[-1.0f64, -2.0, -0.5, -3.0, -1.5]], &dev).unwrap();
     let ratios = [1.5f64, 0.5, 0.5, 1.0, 1.1];
     let logp: Vec<f64> = old.to_vec2::<f64>().unwrap()[0]
@@ -288,7 +288,7 @@ fn ppo_clip_loss_hand_values() {
 /// 30 SFT steps on one short sequence cut its loss by more than half.
 #[test]
 fn sft_steps_reduce_loss() {
-    let dev = Device::Cpu;
+    let dev = common::device();
     let model = Llama::random(LlamaConfig::tiny(), DType::F32, &dev, 1).unwrap();
     let mut opt = AdamW::for_model(
         &model,
@@ -319,7 +319,7 @@ fn sft_steps_reduce_loss() {
 /// PPO-clip through the whole step: a positive advantage on the response raises its log-prob.
 #[test]
 fn ppo_step_raises_logprob_of_advantaged_response() {
-    let dev = Device::Cpu;
+    let dev = common::device();
     let model = Llama::random(LlamaConfig::tiny(), DType::F32, &dev, 2).unwrap();
     let mut opt = AdamW::for_model(
         &model,
@@ -365,7 +365,7 @@ fn tmp_dir(tag: &str) -> std::path::PathBuf {
 
 #[test]
 fn hf_checkpoint_round_trip() {
-    let dev = Device::Cpu;
+    let dev = common::device();
     for tie in [true, false] {
         let cfg = LlamaConfig {
             tie_word_embeddings: tie,
@@ -428,7 +428,7 @@ fn hf_checkpoint_round_trip() {
 
 #[test]
 fn checkpoint_errors_are_clear() {
-    let dev = Device::Cpu;
+    let dev = common::device();
     let dir = tmp_dir("bad");
     assert!(checkpoint::load_model(&dir, DType::F32, &dev).is_err());
     let model = Llama::random(LlamaConfig::tiny(), DType::F32, &dev, 1).unwrap();
@@ -462,7 +462,7 @@ fn checkpoint_errors_are_clear() {
 /// 3 steps straight, bit for bit.
 #[test]
 fn exact_resume_from_checkpoint() {
-    let dev = Device::Cpu;
+    let dev = common::device();
     let cfg = LlamaConfig::tiny();
     let opt_cfg = AdamWConfig {
         lr: 5e-3,

@@ -35,3 +35,13 @@ pub fn copy_fixture(name: &str, tag: &str) -> PathBuf {
     }
     dir
 }
+
+/// The device the tests run on: `$RLVMR_DEVICE` (`cpu`, `cuda`, `cuda:N`, `auto`), else the
+/// CPU, so that the same suite checks a CUDA build on a GPU machine. One device for the whole
+/// test binary: tensors on two CUDA handles of the same GPU do not mix.
+pub fn device() -> candle_core::Device {
+    static DEVICE: std::sync::OnceLock<candle_core::Device> = std::sync::OnceLock::new();
+    DEVICE
+        .get_or_init(|| policy::device::from_env().expect("RLVMR_DEVICE names a usable device"))
+        .clone()
+}
