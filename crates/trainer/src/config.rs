@@ -200,6 +200,11 @@ pub struct SftSection {
     pub save_every: usize,
     /// Episodes of the final evaluation (0: none).
     pub eval_episodes: usize,
+    /// Weight of the next-token loss on prompt tokens, beside the response's (0: response
+    /// tokens only, as published). A model made from nothing learns to read its prompt (to
+    /// copy names from the observation and the action list) far sooner when it also models
+    /// the prompt text.
+    pub prompt_loss_weight: f64,
 }
 
 impl Default for SftSection {
@@ -217,6 +222,7 @@ impl Default for SftSection {
             log_every: 10,
             save_every: 0,
             eval_episodes: 20,
+            prompt_loss_weight: 0.0,
         }
     }
 }
@@ -346,6 +352,7 @@ impl RunConfig {
         non_negative("sft.weight_decay", s.weight_decay)?;
         positive("sft.max_seq_len", s.max_seq_len)?;
         positive("sft.log_every", s.log_every)?;
+        non_negative("sft.prompt_loss_weight", s.prompt_loss_weight)?;
         Ok(())
     }
 

@@ -9,10 +9,10 @@ use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use candle_core::{DType, Device};
+use candle_core::{DType, Device, Tensor};
 use policy::chat::{apply_chatml, ChatMessage, IM_END};
 use policy::logprobs::{response_scores, ResponseBatch};
-use policy::optim::{sft_loss, Accumulator};
+use policy::optim::Accumulator;
 use policy::{AdamW, AdamWConfig, Llama, Tokenizer};
 use rand::seq::SliceRandom;
 use rand::SeedableRng;
@@ -213,8 +213,21 @@ pub struct SftReport {
     pub final_dir: PathBuf,
 }
 
-/// One optimizer step: forward and backward per micro-batch (each loss weighted by its
-/// share of the step's response tokens), clip, AdamW. Returns (loss, grad norm, tokens).
+/// `[rows, seq - 1]`: 1 where the target token is part of row i's prompt (its first token,
+/// which nothing predicts, excepted).
+fn prompt_mask(batch: &ResponseBatch, model: &Llama) -> Result<Tensor> {
+    let (rows, seq) = batch.input_ids.dims2()?;
+    let mut mask = Vec::with_capacity(rows * (seq - 1));
+    for &prompt in &batch.prompt_lens {
+        mask.extend((1..seq).map(|target| if target < prompt { 1f32 } else { 0f32 }));
+    }
+    Ok(Tensor::from_vec(mask, (rows, seq - 1), model.device())?.to_dtype(model.dtype())?)
+}
+
+/// One optimizer step: forward and backward per micro-batch, clip, AdamW. The step's loss
+/// is the sum of the response tokens' negative log-likelihoods (plus `prompt_weight` times
+/// the prompt tokens') over the step's response tokens, so micro-batches add up to the
+/// full-batch loss. Returns (response loss, grad norm, response tokens).
 fn train_step(
     model: &Llama,
     opt: &mut AdamW,
@@ -222,6 +235,7 @@ fn train_step(
     micro_batches: &[Vec<usize>],
     pad: u32,
     max_grad_norm: f64,
+    prompt_weight: f64,
 ) -> Result<(f64, f64, usize)> {
     let tokens: usize = micro_batches
         .iter()
@@ -235,7 +249,6 @@ fn train_step(
             .iter()
             .map(|&i| (data[i].prompt.clone(), data[i].response.clone()))
             .collect();
-        let micro_tokens: usize = pairs.iter().map(|(_, r)| r.len()).sum();
         let batch = ResponseBatch::new(
             &pairs,
             pad,
@@ -243,10 +256,15 @@ fn train_step(
             model.dtype(),
             model.device(),
         )?;
-        let scores = response_scores(model, &batch)?;
-        let weight = micro_tokens as f64 / tokens as f64;
-        let loss = (sft_loss(&scores.logprobs, &batch.response_mask)? * weight)?;
-        loss_sum += loss.to_dtype(DType::F64)?.to_scalar::<f64>()?;
+        let nll = response_scores(model, &batch)?.logprobs.neg()?;
+        let response = ((&nll * &batch.response_mask)?.sum_all()? / tokens as f64)?;
+        loss_sum += response.to_dtype(DType::F64)?.to_scalar::<f64>()?;
+        let loss = if prompt_weight > 0.0 {
+            let prompt = (&nll * prompt_mask(&batch, model)?)?.sum_all()?;
+            (response + (prompt * (prompt_weight / tokens as f64))?)?
+        } else {
+            response
+        };
         acc.add(loss.backward()?)?;
     }
     let mut grads = acc.take();
@@ -323,6 +341,7 @@ pub fn train(
             micro_batches,
             pad,
             cfg.max_grad_norm,
+            cfg.prompt_loss_weight,
         )?;
         if !loss.is_finite() {
             return Err(TrainerError::Invalid(format!(

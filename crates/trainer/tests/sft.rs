@@ -218,3 +218,61 @@ fn sft_from_scratch_trains_its_own_tokenizer_and_model() {
     assert!(err.contains("scratch") && err.contains("hidden_size"), "{err}");
     let _ = std::fs::remove_dir_all(&root);
 }
+
+/// Mean negative log-likelihood of the prompt tokens (after the first) of `samples`.
+fn prompt_nll(model: &Llama, tok: &Tokenizer, samples: &[SftSample]) -> f64 {
+    let mut total = 0.0;
+    let mut count = 0;
+    for s in samples {
+        let ids = tok.encode(&s.prompt).unwrap();
+        let input = Tensor::new(ids.as_slice(), &Device::Cpu).unwrap().unsqueeze(0).unwrap();
+        let scores = policy::logprobs::token_scores(model, &input).unwrap();
+        let logp: Vec<f32> = scores.logprobs.flatten_all().unwrap().to_vec1().unwrap();
+        total -= logp.iter().map(|&x| x as f64).sum::<f64>();
+        count += logp.len();
+    }
+    total / count as f64
+}
+
+#[test]
+fn a_prompt_loss_weight_trains_on_the_prompt_and_logs_the_response_loss() {
+    let samples: Vec<SftSample> = (1..=8)
+        .map(|i| SftSample {
+            prompt: format!("Now: you arrive at cabinet {i}. Actions: move mug 1 to cabinet {i}, look"),
+            response: format!("<monitor>At cabinet {i}.</monitor>\n<action>move mug 1 to cabinet {i}</action>"),
+        })
+        .collect();
+    let tok = tokenizer();
+    let run = |weight: f64| {
+        let config = RunConfig {
+            sft: SftSection {
+                epochs: 3,
+                lr: 1e-2,
+                batch_size: 4,
+                grad_accum: 1,
+                log_every: 1,
+                max_seq_len: 128,
+                eval_episodes: 0,
+                prompt_loss_weight: weight,
+                ..SftSection::default()
+            },
+            ..RunConfig::default()
+        };
+        let root = std::env::temp_dir().join(format!("trainer-sft-pw{weight}-{}", std::process::id()));
+        let model = tiny(tok.vocab_size());
+        let dir = RunDir::create(&root, &config).unwrap();
+        let report = train(&config, &model, &tok, &samples, &dir, None).unwrap();
+        let _ = std::fs::remove_dir_all(&root);
+        (report.log[0].loss, prompt_nll(&model, &tok, &samples))
+    };
+    let (first_plain, prompt_plain) = run(0.0);
+    let (first_weighted, prompt_weighted) = run(1.0);
+    assert!(
+        (first_plain - first_weighted).abs() < 1e-9,
+        "the logged loss is the response's: {first_plain} vs {first_weighted}"
+    );
+    assert!(
+        prompt_weighted < prompt_plain - 0.5,
+        "training on the prompt lowers its loss: {prompt_weighted} vs {prompt_plain}"
+    );
+}
