@@ -1,11 +1,10 @@
 //! Decode and prefill speed of the KV-cache inference path on the embedded SmolLM2-135M (f32).
 //!
-//! `cargo run --release -p policy --example decode_speed [-- --tokens 64 --prefill 256]`
+//! `cargo run --release -p policy --example decode_speed [-- --tokens 64 --prefill 256 --context 16]`
 //! Prints prefill tokens/s (batch 1), decode tokens/s at batch 1 and batch 8 (total over the
-//! batch), and the same through `sample_batch` (sampling overhead included). `--q8`: the same
-//! on a Q8_0-quantized copy of the weights.
+//! batch), and the same through `sample_batch` (sampling overhead included). `--quant q8_0|q4_0|
+//! q4k` (`--q8` = `--quant q8_0`): the same on a quantized copy of the weights.
 
-use candle_core::quantized::GgmlDType;
 use candle_core::{DType, Device};
 use policy::sample::{sample_batch_with, SampleOptions};
 use std::time::Instant;
@@ -30,16 +29,27 @@ fn main() -> policy::Result<()> {
     let n_prefill = arg("--prefill", 256);
     let path = policy::assets::default_model_path()?;
     let (model, tok) = policy::gguf::load(&path, DType::F32, &Device::Cpu)?;
-    let text = "The quick brown fox jumps over the lazy dog. ".repeat(64);
+    // Decode after prompts of `--context` (+ 2 per row) tokens.
+    let n_context = arg("--context", 16);
+    let text = "The quick brown fox jumps over the lazy dog. ".repeat(64 + n_context / 8);
     let ids = tok.encode(&text)?;
 
-    let quant = std::env::args().any(|a| a == "--q8");
-    let model = if quant {
-        println!("weights: Q8_0 copy");
-        model.quantized(GgmlDType::Q8_0)?
-    } else {
-        println!("weights: f32");
-        model.inference()?
+    let args: Vec<String> = std::env::args().collect();
+    let quant = match args.iter().position(|a| a == "--quant") {
+        Some(i) => args.get(i + 1).cloned(),
+        None if args.iter().any(|a| a == "--q8") => Some("q8_0".into()),
+        None => None,
+    };
+    let model = match quant.as_deref() {
+        None => {
+            println!("weights: f32");
+            model.inference()?
+        }
+        Some(name) => {
+            let dtype = policy::model::quant_dtype(name)?;
+            println!("weights: {dtype:?} copy");
+            model.quantized(dtype)?
+        }
     };
     // Prefill, batch 1.
     let prompt = ids[..n_prefill].to_vec();
@@ -54,9 +64,9 @@ fn main() -> policy::Result<()> {
     );
 
     for batch in [1usize, 8] {
-        // Prompts of 16..=30 tokens.
+        // Prompts of `n_context + 2 * row` tokens (16..=30 by default).
         let prompts: Vec<Vec<u32>> = (0..batch)
-            .map(|i| ids[i..i + 16 + 2 * i].to_vec())
+            .map(|i| ids[i..i + n_context + 2 * i].to_vec())
             .collect();
         let (_, mut cache) = model.prefill(&prompts)?;
         let mut next = vec![ids[0]; batch];

@@ -494,6 +494,18 @@ enum Lin {
     Quant(QMatMul, Tensor),
 }
 
+/// The quantized formats a sampling copy may use, by name: `q8_0`, `q4_0`, `q4k`.
+pub fn quant_dtype(name: &str) -> Result<GgmlDType> {
+    match name.to_ascii_lowercase().as_str() {
+        "q8_0" | "q8" => Ok(GgmlDType::Q8_0),
+        "q4_0" => Ok(GgmlDType::Q4_0),
+        "q4k" | "q4_k" => Ok(GgmlDType::Q4K),
+        other => Err(PolicyError::Input(format!(
+            "unknown quantization {other:?}: expected q8_0, q4_0 or q4k"
+        ))),
+    }
+}
+
 /// Row counts up to this use the quantized matmul.
 const QUANT_MAX_ROWS: usize = 16;
 
@@ -535,6 +547,36 @@ struct InferLayer {
     gate: Lin,
     up: Lin,
     down: Lin,
+    /// Quantized copies only: q, k and v stacked into one matrix, and gate and up, so that a
+    /// decode step runs 2 quantized matmuls where it ran 5 (each one quantizes the
+    /// activations again and synchronises candle's thread pool).
+    qkv: Option<QMatMul>,
+    gate_up: Option<QMatMul>,
+}
+
+/// The rows of `parts` (`[out_i, in]` weights) stacked and quantized to `dtype`.
+fn stacked_quant(parts: &[&Var], dtype: GgmlDType) -> Result<QMatMul> {
+    let tensors: Vec<Tensor> = parts
+        .iter()
+        .map(|w| w.as_tensor().detach().to_dtype(DType::F32))
+        .collect::<candle_core::Result<_>>()?;
+    let stacked = Tensor::cat(&tensors, 0)?;
+    Ok(QMatMul::from_qtensor(QTensor::quantize(&stacked, dtype)?)?)
+}
+
+/// `x @ w.T` with a fused quantized matrix for a few rows (decode), or `None` when `x` has
+/// more rows than [`QUANT_MAX_ROWS`] or there is no fused matrix.
+fn fused_forward(fused: Option<&QMatMul>, x: &Tensor) -> Result<Option<Tensor>> {
+    match fused {
+        Some(q) if x.elem_count() / x.dim(D::Minus1)? <= QUANT_MAX_ROWS => {
+            let dt = x.dtype();
+            Ok(Some(
+                q.forward(&x.to_dtype(DType::F32)?.contiguous()?)?
+                    .to_dtype(dt)?,
+            ))
+        }
+        _ => Ok(None),
+    }
 }
 
 /// The inference (sampling) view of a [`Llama`]: no gradient tracking, a KV cache, batches of
@@ -580,17 +622,25 @@ impl Llama {
             .map(|l| {
                 Ok(InferLayer {
                     input_norm: l.input_norm.as_tensor().detach(),
-                    q: Lin::new(&l.q, quant)?,
-                    k: Lin::new(&l.k, quant)?,
-                    v: Lin::new(&l.v, quant)?,
+                    // With a quantized copy these serve prefill only (dense); decode steps
+                    // use the stacked `qkv` / `gate_up`.
+                    q: Lin::new(&l.q, None)?,
+                    k: Lin::new(&l.k, None)?,
+                    v: Lin::new(&l.v, None)?,
                     q_bias: l.q_bias.as_ref().map(|b| b.as_tensor().detach()),
                     k_bias: l.k_bias.as_ref().map(|b| b.as_tensor().detach()),
                     v_bias: l.v_bias.as_ref().map(|b| b.as_tensor().detach()),
                     o: Lin::new(&l.o, quant)?,
                     post_norm: l.post_norm.as_tensor().detach(),
-                    gate: Lin::new(&l.gate, quant)?,
-                    up: Lin::new(&l.up, quant)?,
+                    gate: Lin::new(&l.gate, None)?,
+                    up: Lin::new(&l.up, None)?,
                     down: Lin::new(&l.down, quant)?,
+                    qkv: quant
+                        .map(|dt| stacked_quant(&[&l.q, &l.k, &l.v], dt))
+                        .transpose()?,
+                    gate_up: quant
+                        .map(|dt| stacked_quant(&[&l.gate, &l.up], dt))
+                        .transpose()?,
                 })
             })
             .collect::<Result<Vec<_>>>()?;
@@ -761,8 +811,13 @@ impl InferenceModel {
             }
             x = (x + attn)?;
             let normed = candle_nn::ops::rms_norm(&x, &layer.post_norm, eps as f32)?;
-            let gate = layer.gate.forward(&normed)?;
-            let up = layer.up.forward(&normed)?;
+            let (gate, up) = match fused_forward(layer.gate_up.as_ref(), &normed)? {
+                Some(both) => {
+                    let inter = self.cfg.intermediate_size;
+                    (both.narrow(D::Minus1, 0, inter)?, both.narrow(D::Minus1, inter, inter)?)
+                }
+                None => (layer.gate.forward(&normed)?, layer.up.forward(&normed)?),
+            };
             let mlp = layer.down.forward(&(gate.silu()? * up)?)?;
             x = (x + mlp)?;
         }
@@ -784,13 +839,21 @@ impl InferenceModel {
         let (b, t, _) = x.dims3()?;
         let (nh, nkv, hd) = (self.cfg.num_heads, self.cfg.num_kv_heads, self.cfg.head_dim);
         let rep = nh / nkv;
-        let q = add_bias(layer.q.forward(x)?, layer.q_bias.as_ref())?
+        let (q, k, v) = match fused_forward(layer.qkv.as_ref(), x)? {
+            Some(all) => (
+                all.narrow(D::Minus1, 0, nh * hd)?.contiguous()?,
+                all.narrow(D::Minus1, nh * hd, nkv * hd)?.contiguous()?,
+                all.narrow(D::Minus1, (nh + nkv) * hd, nkv * hd)?.contiguous()?,
+            ),
+            None => (layer.q.forward(x)?, layer.k.forward(x)?, layer.v.forward(x)?),
+        };
+        let q = add_bias(q, layer.q_bias.as_ref())?
             .reshape((b, t, nh, hd))?
             .transpose(1, 2)?;
-        let k = add_bias(layer.k.forward(x)?, layer.k_bias.as_ref())?
+        let k = add_bias(k, layer.k_bias.as_ref())?
             .reshape((b, t, nkv, hd))?
             .transpose(1, 2)?;
-        let v = add_bias(layer.v.forward(x)?, layer.v_bias.as_ref())?
+        let v = add_bias(v, layer.v_bias.as_ref())?
             .reshape((b, t, nkv, hd))?
             .transpose(1, 2)?
             .contiguous()?;
