@@ -165,13 +165,13 @@ fn bad_input_gets_a_clear_error() {
     let zip = zip();
     let (code, _, err) = rlvmr(
         &[
-            "eval", "--env", "sciworld", "--split", "L0", "--policy", "random",
+            "coldstart", "--env", "sciworld", "--split", "L2", "-n", "2",
         ],
         b"",
     );
     assert_eq!(code, 2);
     assert!(
-        err.contains("sciworld") && err.contains("not available yet"),
+        err.contains("sciworld") && err.contains("not built yet"),
         "{err}"
     );
 

@@ -50,7 +50,7 @@ pub fn open_env(env: &str, split: &str, data: Option<&Path>) -> Result<Box<dyn E
             };
             Ok(Box::new(AlfworldProvider::new(data, level)))
         }
-        "sciworld" => Err(TrainerError::EnvNotAvailable(env.into())),
+        "sciworld" => Ok(Box::new(crate::sciworld_env::SciworldProvider::open(split)?)),
         other => Err(TrainerError::UnknownEnv(other.into())),
     }
 }
@@ -148,15 +148,12 @@ mod tests {
     use super::*;
 
     #[test]
-    fn sciworld_is_a_clear_not_yet_and_bad_names_are_named() {
-        let err = open_env("sciworld", "L0", None)
+    fn bad_names_are_named() {
+        let err = open_env("sciworld", "L5", None)
             .err()
             .map(|e| e.to_string())
             .unwrap_or_default();
-        assert!(
-            err.contains("sciworld") && err.contains("not available yet"),
-            "{err}"
-        );
+        assert!(err.contains("L5"), "{err}");
         let err = open_env("minecraft", "L0", None)
             .err()
             .map(|e| e.to_string())

@@ -8,14 +8,12 @@ pub enum TrainerError {
     Config { path: String, message: String },
     #[error("config key `{key}`: {message}")]
     ConfigValue { key: String, message: String },
-    #[error("environment `{0}` is not available yet (only `alfworld` is); the ScienceWorld crate is still being built")]
-    EnvNotAvailable(String),
     #[error("unknown environment `{0}`: use alfworld or sciworld")]
     UnknownEnv(String),
     #[error("unknown split `{split}` for {env}: use L0, L1 or L2")]
     UnknownSplit { env: String, split: String },
-    #[error("the {0} policy only plays ALFWorld")]
-    PolicyNeedsAlfworld(&'static str),
+    #[error("cold-start demonstrations for `{0}` are not built yet (ALFWorld only): ScienceWorld prompts still lack the action templates, and gold paths are not annotated with mistakes and reflections")]
+    ColdstartNeedsAlfworld(String),
     #[error("ALFWorld data: {0}")]
     Data(#[from] alfworld::DataError),
     #[error("model: {0}")]

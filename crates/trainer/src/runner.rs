@@ -9,7 +9,7 @@ use crate::config::RunConfig;
 use crate::envs::{open_env, EnvProvider};
 use crate::error::{Result, TrainerError};
 use crate::eval::{eval_tasks, evaluate, Evaluation, Summary};
-use crate::policies::{ExpertPolicy, ModelPolicy, RandomPolicy};
+use crate::policies::{ExpertPolicy, GoldPolicy, ModelPolicy, RandomPolicy};
 use crate::rundir::RunDir;
 use crate::sft::{self, SftReport};
 
@@ -27,7 +27,7 @@ pub fn make_policy(
     temperature: f64,
 ) -> Result<Box<dyn Policy>> {
     match name {
-        EXPERT if provider.name() != "alfworld" => Err(TrainerError::PolicyNeedsAlfworld(EXPERT)),
+        EXPERT if provider.name() == "sciworld" => Ok(Box::new(GoldPolicy::new()?)),
         EXPERT => Ok(Box::new(ExpertPolicy::new(0.0))),
         RANDOM => Ok(Box::new(RandomPolicy::new())),
         model => {
@@ -109,7 +109,7 @@ pub fn run_coldstart(config: &RunConfig, out: &Path) -> Result<Coldstart> {
     config.validate()?;
     let provider = open(config)?;
     if provider.name() != "alfworld" {
-        return Err(TrainerError::PolicyNeedsAlfworld(EXPERT));
+        return Err(TrainerError::ColdstartNeedsAlfworld(provider.name().into()));
     }
     let dir = RunDir::create(out, config)?;
     let result = coldstart(

@@ -1,10 +1,12 @@
 //! The three ways of acting behind [`crate::agent::Policy`].
 
 pub mod expert;
+pub mod gold;
 pub mod model;
 pub mod random;
 
 pub use expert::ExpertPolicy;
+pub use gold::GoldPolicy;
 pub use model::{ModelPolicy, ModelPolicyOptions};
 pub use random::RandomPolicy;
 

@@ -1,0 +1,153 @@
+//! ScienceWorld behind [`EnvProvider`]: a level's (task, variation) games as tasks, and
+//! simulators (one JVM each) kept in a pool between episodes, since starting a JVM takes
+//! seconds and a reset is cheap.
+
+use std::sync::{Arc, Mutex};
+
+use rlvmr_core::{Env, EnvError, PromptEnv, StepResult};
+use sciworld::{EnvConfig, Level, Phase, SciWorldEnv, TaskVariation};
+
+use crate::envs::EnvProvider;
+use crate::error::{Result, TrainerError};
+use crate::record::TaskRef;
+
+/// Simulators not playing an episode right now.
+type Idle = Arc<Mutex<Vec<SciWorldEnv>>>;
+
+/// ScienceWorld at one level.
+pub struct SciworldProvider {
+    level: Level,
+    config: EnvConfig,
+    idle: Idle,
+}
+
+impl SciworldProvider {
+    /// The level `split` (`L0`, `L1`, `L2`) with the cached jar (fetched on first use).
+    pub fn open(split: &str) -> Result<SciworldProvider> {
+        let level = Level::from_name(split).ok_or_else(|| TrainerError::UnknownSplit {
+            env: "sciworld".into(),
+            split: split.into(),
+        })?;
+        let config =
+            EnvConfig::from_default_jar().map_err(|e| TrainerError::Invalid(e.to_string()))?;
+        Ok(SciworldProvider {
+            level,
+            config,
+            idle: Arc::new(Mutex::new(Vec::new())),
+        })
+    }
+
+    fn tasks(games: Vec<TaskVariation>) -> Vec<TaskRef> {
+        games
+            .into_iter()
+            .map(|g| TaskRef {
+                game: game_name(g.task.name, g.variation),
+                task_type: g.task.name.to_string(),
+            })
+            .collect()
+    }
+}
+
+/// `task/variation`, the game key of a ScienceWorld episode.
+pub fn game_name(task: &str, variation: usize) -> String {
+    format!("{task}/{variation}")
+}
+
+/// The task name and variation of a game key.
+pub fn parse_game(game: &str) -> Result<(String, usize), EnvError> {
+    game.rsplit_once('/')
+        .and_then(|(task, v)| Some((task.to_string(), v.parse().ok()?)))
+        .ok_or_else(|| EnvError(format!("not a ScienceWorld game (task/variation): {game:?}")))
+}
+
+impl EnvProvider for SciworldProvider {
+    fn name(&self) -> &'static str {
+        "sciworld"
+    }
+
+    fn prompt_env(&self) -> PromptEnv {
+        PromptEnv::ScienceWorld
+    }
+
+    fn train_tasks(&self) -> Vec<TaskRef> {
+        Self::tasks(self.level.games(Phase::Train))
+    }
+
+    fn test_tasks(&self) -> Vec<TaskRef> {
+        Self::tasks(self.level.games(Phase::Test))
+    }
+
+    /// A pooled simulator set to the game; the collector ends episodes at its step limit.
+    fn make(
+        &self,
+        task: &TaskRef,
+        _env_seed: u64,
+        _max_steps: usize,
+    ) -> Result<Box<dyn Env + Send>, EnvError> {
+        let (name, variation) = parse_game(&task.game)?;
+        let pooled = self
+            .idle
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .pop();
+        let env = match pooled {
+            Some(env) => env,
+            None => SciWorldEnv::new(self.config.clone()).map_err(|e| EnvError(e.to_string()))?,
+        };
+        Ok(Box::new(PooledEnv {
+            env: Some(env),
+            idle: self.idle.clone(),
+            task: name,
+            variation,
+        }))
+    }
+}
+
+/// One episode's simulator; it goes back to the pool when the episode is dropped.
+struct PooledEnv {
+    env: Option<SciWorldEnv>,
+    idle: Idle,
+    task: String,
+    variation: usize,
+}
+
+impl PooledEnv {
+    fn env(&mut self) -> Result<&mut SciWorldEnv, EnvError> {
+        self.env
+            .as_mut()
+            .ok_or_else(|| EnvError("the simulator is gone".into()))
+    }
+}
+
+impl Env for PooledEnv {
+    fn reset(&mut self) -> Result<StepResult, EnvError> {
+        let (task, variation) = (self.task.clone(), self.variation);
+        self.env()?
+            .reset_to(&task, variation)
+            .map(|s| s.to_step_result())
+            .map_err(|e| EnvError(e.to_string()))
+    }
+
+    fn step(&mut self, command: &str) -> Result<StepResult, EnvError> {
+        self.env()?.step(command)
+    }
+
+    fn task(&self) -> &str {
+        self.env.as_ref().map(|e| e.task()).unwrap_or("")
+    }
+
+    fn anchor(&self) -> String {
+        self.env.as_ref().map(|e| e.anchor()).unwrap_or_default()
+    }
+}
+
+impl Drop for PooledEnv {
+    fn drop(&mut self) {
+        if let Some(env) = self.env.take() {
+            self.idle
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner())
+                .push(env);
+        }
+    }
+}

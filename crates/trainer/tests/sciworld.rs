@@ -1,0 +1,87 @@
+//! ScienceWorld through the collector with the real simulator: the level's task lists, the
+//! gold expert winning a test variation, a random player running, and bad game keys.
+
+use std::collections::HashSet;
+
+use trainer::envs::{open_env, EnvProvider};
+use trainer::policies::{GoldPolicy, RandomPolicy};
+use trainer::{collect, grouped_specs, CollectorOptions, TaskRef};
+
+fn options(max_steps: usize) -> CollectorOptions {
+    CollectorOptions {
+        max_steps,
+        ..CollectorOptions::default()
+    }
+}
+
+fn types(tasks: &[TaskRef]) -> HashSet<String> {
+    tasks.iter().map(|t| t.task_type.clone()).collect()
+}
+
+#[test]
+fn levels_split_tasks_like_the_paper() {
+    let l2 = open_env("sciworld", "L2", None).unwrap();
+    let (train, test) = (types(&l2.train_tasks()), types(&l2.test_tasks()));
+    assert_eq!((train.len(), test.len()), (19, 10));
+    assert!(train.is_disjoint(&test), "L2 never trains on a held-out task");
+    assert!(test.contains("find-plant") && !train.contains("find-plant"));
+    let l0 = open_env("sciworld", "L0", None).unwrap();
+    assert_eq!(types(&l0.train_tasks()).len(), 29, "use-thermometer is unused");
+    let l1 = open_env("sciworld", "L1", None).unwrap();
+    let (dev, test): (HashSet<_>, HashSet<_>) = (
+        l0.test_tasks().into_iter().map(|t| t.game).collect(),
+        l1.test_tasks().into_iter().map(|t| t.game).collect(),
+    );
+    assert!(dev.is_disjoint(&test), "L0 tests on dev variations, L1 on test ones");
+    assert!(open_env("sciworld", "L9", None).is_err());
+}
+
+#[test]
+fn the_gold_expert_wins_and_a_random_player_plays_through_the_collector() {
+    let provider = open_env("sciworld", "L2", None).unwrap();
+    let task = provider
+        .test_tasks()
+        .into_iter()
+        .find(|t| t.task_type == "find-plant")
+        .unwrap();
+    let run = collect(
+        provider.as_ref(),
+        &mut GoldPolicy::new().unwrap(),
+        &grouped_specs(std::slice::from_ref(&task), 1, 0),
+        &options(30),
+    )
+    .unwrap();
+    let episode = &run.episodes[0];
+    assert!(episode.won && episode.error.is_none(), "{:?}", episode.error);
+    assert!(episode.steps.iter().all(|s| s.format_valid && s.tag.is_some()));
+    assert!(episode.steps[0].output.starts_with("<planning>"));
+
+    // The simulator the expert used went back to the pool and serves the next episodes.
+    let run = collect(
+        provider.as_ref(),
+        &mut RandomPolicy::new(),
+        &grouped_specs(std::slice::from_ref(&task), 2, 0),
+        &options(5),
+    )
+    .unwrap();
+    assert_eq!(run.episodes.len(), 2);
+    for e in &run.episodes {
+        assert!(e.error.is_none(), "{:?}", e.error);
+        assert_eq!(e.steps.len(), 5);
+        assert!(e.steps.iter().all(|s| s.admissible == Some(true)));
+    }
+
+    let bad = TaskRef {
+        game: "no-such-task/3".into(),
+        task_type: "x".into(),
+    };
+    let run = collect(
+        provider.as_ref(),
+        &mut RandomPolicy::new(),
+        &grouped_specs(&[bad], 1, 0),
+        &options(5),
+    )
+    .unwrap();
+    let error = run.episodes[0].error.clone().unwrap_or_default();
+    assert!(error.contains("no-such-task"), "{error}");
+}
