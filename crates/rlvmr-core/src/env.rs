@@ -36,4 +36,11 @@ pub trait Env {
     fn task(&self) -> &str;
     /// A stable key for the current state, used to group steps (GiGPO's anchor).
     fn anchor(&self) -> String;
+
+    /// The action templates (`open OBJ`) and the objects that can fill them, for prompts of
+    /// environments whose full list of valid actions is too long to show (ScienceWorld).
+    /// Environments without them return empty lists.
+    fn templates_and_objects(&mut self) -> Result<(Vec<String>, Vec<String>), EnvError> {
+        Ok((Vec::new(), Vec::new()))
+    }
 }

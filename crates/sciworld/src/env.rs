@@ -294,6 +294,12 @@ impl Env for SciWorldEnv {
         self.task_description().unwrap_or("")
     }
 
+    fn templates_and_objects(&mut self) -> std::result::Result<(Vec<String>, Vec<String>), EnvError> {
+        let templates = self.action_templates().map_err(env_error)?;
+        let objects = self.objects().map_err(env_error)?;
+        Ok((templates, objects))
+    }
+
     /// The last observation text.
     fn anchor(&self) -> String {
         self.episode

@@ -118,6 +118,9 @@ struct Running {
     env: Option<Box<dyn Env + Send>>,
     task: String,
     current: StepResult,
+    /// The environment's action templates and objects for the current prompt (ScienceWorld).
+    templates: Vec<String>,
+    objects: Vec<String>,
     plan: Option<String>,
     steps: Vec<StepRecord>,
     won: bool,
@@ -138,6 +141,8 @@ impl Running {
                 done: true,
                 score: 0.0,
             },
+            templates: Vec::new(),
+            objects: Vec::new(),
             plan: None,
             steps: Vec::new(),
             won: false,
@@ -187,14 +192,18 @@ fn start(provider: &dyn EnvProvider, spec: &EpisodeSpec, max_steps: usize) -> Ru
             return Running::failed(spec.clone(), format!("environment could not be made: {e}"))
         }
     };
-    match guarded("reset", || env.reset()) {
-        Ok(first) => Running {
+    let reset = guarded("reset", || env.reset())
+        .and_then(|first| Ok((first, guarded("templates", || env.templates_and_objects())?)));
+    match reset {
+        Ok((first, (templates, objects))) => Running {
             spec: spec.clone(),
             task: env.task().to_string(),
             done: first.done,
             won: first.won,
             env: Some(env),
             current: first,
+            templates,
+            objects,
             plan: None,
             steps: Vec::new(),
             error: None,
@@ -228,7 +237,8 @@ fn render(run: &Running, opts: &CollectorOptions) -> String {
         observation: &run.current.observation,
         admissible: run.current.admissible_actions.as_deref().unwrap_or(&[]),
         plan: run.plan.as_deref(),
-        ..PromptInput::default()
+        templates: &run.templates,
+        objects: &run.objects,
     };
     rlvmr_core::render_prompt(&opts.prompt, &input)
 }
@@ -278,6 +288,7 @@ fn advance(
     run.plan = carried_plan(run.plan.as_deref(), &output);
     let step = run.steps.len();
     let done = result.done || result.won || step + 1 >= opts.max_steps;
+
     run.steps.push(StepRecord {
         step,
         observation: std::mem::take(&mut run.current.observation),
@@ -301,6 +312,16 @@ fn advance(
     run.won = result.won;
     run.done = done;
     run.current = result;
+    if !done {
+        match guarded("templates", || env.templates_and_objects()) {
+            Ok((templates, objects)) => (run.templates, run.objects) = (templates, objects),
+            Err(e) => {
+                run.error = Some(format!("{e} (step {})", step + 1));
+                run.won = false;
+                run.done = true;
+            }
+        }
+    }
 }
 
 /// Plays every spec to the end with `policy`. Episodes come back in the order of `specs`.

@@ -139,6 +139,10 @@ impl Env for PooledEnv {
     fn anchor(&self) -> String {
         self.env.as_ref().map(|e| e.anchor()).unwrap_or_default()
     }
+
+    fn templates_and_objects(&mut self) -> Result<(Vec<String>, Vec<String>), EnvError> {
+        self.env()?.templates_and_objects()
+    }
 }
 
 impl Drop for PooledEnv {

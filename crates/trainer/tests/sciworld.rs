@@ -55,6 +55,10 @@ fn the_gold_expert_wins_and_a_random_player_plays_through_the_collector() {
     assert!(episode.won && episode.error.is_none(), "{:?}", episode.error);
     assert!(episode.steps.iter().all(|s| s.format_valid && s.tag.is_some()));
     assert!(episode.steps[0].output.starts_with("<planning>"));
+    // Prompts show the action templates and objects, not the hundreds of valid actions.
+    let prompt = &episode.steps[1].prompt;
+    assert!(prompt.contains("Action templates") && prompt.contains("OBJ"), "{prompt}");
+    assert!(prompt.len() < 6000, "{} characters", prompt.len());
 
     // The simulator the expert used went back to the pool and serves the next episodes.
     let run = collect(
