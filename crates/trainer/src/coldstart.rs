@@ -5,7 +5,8 @@
 //! prompt the collector built (the same builder as RL) and the reply (tag block + action
 //! block). A mistake stays in the trajectory and shows in the next prompt's history, so the
 //! reflection that follows is learned from a real failure, but the mistake itself is never
-//! a training target.
+//! a training target. ScienceWorld's demonstrations are its gold paths, tagged by
+//! [`GoldPolicy`] (a plan, then monitoring), with no planted mistakes yet.
 
 use rand::seq::SliceRandom;
 use rand::SeedableRng;
@@ -15,7 +16,7 @@ use serde::{Deserialize, Serialize};
 use crate::collector::{collect, grouped_specs, mix, CollectorOptions, Throughput};
 use crate::envs::EnvProvider;
 use crate::error::{Result, TrainerError};
-use crate::policies::ExpertPolicy;
+use crate::policies::{ExpertPolicy, GoldPolicy};
 use crate::record::EpisodeRecord;
 
 /// One SFT sample: the prompt (user message, no chat template) and the reply.
@@ -54,6 +55,11 @@ pub fn coldstart(
         )));
     }
     tasks.shuffle(&mut ChaCha8Rng::seed_from_u64(seed));
+    // ScienceWorld's demonstrations are its gold paths (one gold-path JVM for the run).
+    let mut gold = match provider.name() {
+        "sciworld" => Some(GoldPolicy::new()?),
+        _ => None,
+    };
     let mut kept = Vec::new();
     let mut played = 0;
     let mut throughput = Throughput::default();
@@ -62,9 +68,11 @@ pub fn coldstart(
         // A few spare episodes per round: some may fail or run long.
         let want = (n - kept.len()) + (n - kept.len()).div_ceil(10);
         let batch = &tasks[next..(next + want).min(tasks.len())];
-        let mut policy = ExpertPolicy::new(mistake_fraction);
         let specs = grouped_specs(batch, 1, mix(seed, next as u64));
-        let collection = collect(provider, &mut policy, &specs, options)?;
+        let collection = match gold.as_mut() {
+            Some(gold) => collect(provider, gold, &specs, options)?,
+            None => collect(provider, &mut ExpertPolicy::new(mistake_fraction), &specs, options)?,
+        };
         next += batch.len();
         played += collection.episodes.len();
         add_throughput(&mut throughput, &collection.throughput);

@@ -12,8 +12,6 @@ pub enum TrainerError {
     UnknownEnv(String),
     #[error("unknown split `{split}` for {env}: use L0, L1 or L2")]
     UnknownSplit { env: String, split: String },
-    #[error("cold-start demonstrations for `{0}` are not built yet (ALFWorld only): ScienceWorld prompts still lack the action templates, and gold paths are not annotated with mistakes and reflections")]
-    ColdstartNeedsAlfworld(String),
     #[error("ALFWorld data: {0}")]
     Data(#[from] alfworld::DataError),
     #[error("model: {0}")]

@@ -7,7 +7,7 @@ use crate::agent::Policy;
 use crate::coldstart::{coldstart, Coldstart};
 use crate::config::RunConfig;
 use crate::envs::{open_env, EnvProvider};
-use crate::error::{Result, TrainerError};
+use crate::error::Result;
 use crate::eval::{eval_tasks, evaluate, Evaluation, Summary};
 use crate::policies::{ExpertPolicy, GoldPolicy, ModelPolicy, RandomPolicy};
 use crate::rundir::RunDir;
@@ -108,9 +108,6 @@ pub fn run_eval(config: &RunConfig, policy_name: &str, out: &Path) -> Result<Eva
 pub fn run_coldstart(config: &RunConfig, out: &Path) -> Result<Coldstart> {
     config.validate()?;
     let provider = open(config)?;
-    if provider.name() != "alfworld" {
-        return Err(TrainerError::ColdstartNeedsAlfworld(provider.name().into()));
-    }
     let dir = RunDir::create(out, config)?;
     let result = coldstart(
         provider.as_ref(),

@@ -4,6 +4,7 @@
 use std::collections::HashSet;
 
 use trainer::envs::{open_env, EnvProvider};
+use trainer::coldstart::coldstart;
 use trainer::policies::{GoldPolicy, RandomPolicy};
 use trainer::{collect, grouped_specs, CollectorOptions, TaskRef};
 
@@ -88,4 +89,22 @@ fn the_gold_expert_wins_and_a_random_player_plays_through_the_collector() {
     .unwrap();
     let error = run.episodes[0].error.clone().unwrap_or_default();
     assert!(error.contains("no-such-task"), "{error}");
+}
+
+#[test]
+fn cold_start_demonstrations_come_from_gold_paths_of_training_tasks() {
+    let provider = open_env("sciworld", "L2", None).unwrap();
+    let held_out = types(&provider.test_tasks());
+    let run = coldstart(provider.as_ref(), 2, 0.25, 3, &options(30)).unwrap();
+    assert_eq!(run.episodes.len(), 2);
+    for e in &run.episodes {
+        assert!(e.won && e.steps.len() < 30);
+        assert!(!held_out.contains(&e.task_type), "{} is held out", e.task_type);
+    }
+    assert_eq!(
+        run.samples.len(),
+        run.episodes.iter().map(|e| e.steps.len()).sum::<usize>()
+    );
+    assert!(run.samples[0].response.starts_with("<planning>"));
+    assert!(run.samples[0].prompt.contains("Action templates"));
 }
