@@ -10,7 +10,7 @@ use crate::eval_cmd::load_config;
 
 #[derive(clap::Args)]
 pub struct ColdstartArgs {
-    /// alfworld (default: the config's, else alfworld).
+    /// alfworld or sciworld (default: the config's, else alfworld).
     #[arg(long)]
     env: Option<String>,
     /// L0, L1 or L2: demonstrations come from this level's training games only.
