@@ -325,6 +325,8 @@ fn advance(
 }
 
 /// Plays every spec to the end with `policy`. Episodes come back in the order of `specs`.
+/// Providers whose environments are heavy ([`EnvProvider::max_parallel`]: a JVM each) play
+/// the specs in waves of at most that many episodes.
 pub fn collect(
     provider: &dyn EnvProvider,
     policy: &mut dyn Policy,
@@ -334,6 +336,50 @@ pub fn collect(
     if opts.max_steps == 0 {
         return Err(TrainerError::value("max_steps", "must be at least 1"));
     }
+    let wave = provider.max_parallel().unwrap_or(specs.len()).max(1);
+    if specs.len() <= wave {
+        return collect_wave(provider, policy, specs, opts);
+    }
+    let wall = Instant::now();
+    let mut episodes = Vec::with_capacity(specs.len());
+    let (mut env_s, mut policy_s) = (0.0, 0.0);
+    for chunk in specs.chunks(wave) {
+        let part = collect_wave(provider, policy, chunk, opts)?;
+        env_s += part.throughput.env_s;
+        policy_s += part.throughput.policy_s;
+        episodes.extend(part.episodes);
+    }
+    let throughput = throughput(&episodes, wall.elapsed().as_secs_f64(), env_s, policy_s);
+    Ok(Collection {
+        episodes,
+        throughput,
+    })
+}
+
+/// Totals and rates of `episodes` played in `wall_s` seconds.
+fn throughput(episodes: &[EpisodeRecord], wall_s: f64, env_s: f64, policy_s: f64) -> Throughput {
+    let env_steps = episodes.iter().map(|e| e.steps.len()).sum();
+    let generated_tokens = episodes.iter().map(EpisodeRecord::generated_tokens).sum();
+    let per_s = |n: usize| if wall_s > 0.0 { n as f64 / wall_s } else { 0.0 };
+    Throughput {
+        episodes: episodes.len(),
+        env_steps,
+        generated_tokens,
+        wall_s,
+        env_s,
+        policy_s,
+        env_steps_per_s: per_s(env_steps),
+        tokens_per_s: per_s(generated_tokens),
+    }
+}
+
+/// [`collect`] with every spec's environment open at once.
+fn collect_wave(
+    provider: &dyn EnvProvider,
+    policy: &mut dyn Policy,
+    specs: &[EpisodeSpec],
+    opts: &CollectorOptions,
+) -> Result<Collection> {
     // The prompt describes the environment actually played, whatever the config says.
     let opts = &CollectorOptions {
         prompt: PromptConfig { env: provider.prompt_env(), ..opts.prompt.clone() },
@@ -349,9 +395,13 @@ pub fn collect(
         .map(|s| start(provider, s, opts.max_steps))
         .collect();
     env_time += t.elapsed();
-    for (slot, run) in runs.iter().enumerate() {
+    for (slot, run) in runs.iter_mut().enumerate() {
         if !run.done {
-            policy.start_episode(slot, &run.spec)?;
+            // A policy that cannot start one episode (no gold path for it) fails that one.
+            if let Err(e) = policy.start_episode(slot, &run.spec) {
+                run.error = Some(format!("the policy could not start the episode: {e}"));
+                run.done = true;
+            }
         }
     }
 
@@ -407,20 +457,12 @@ pub fn collect(
     }
 
     let episodes: Vec<EpisodeRecord> = runs.into_iter().map(Running::into_record).collect();
-    let wall_s = wall.elapsed().as_secs_f64();
-    let env_steps = episodes.iter().map(|e| e.steps.len()).sum();
-    let generated_tokens = episodes.iter().map(EpisodeRecord::generated_tokens).sum();
-    let per_s = |n: usize| if wall_s > 0.0 { n as f64 / wall_s } else { 0.0 };
-    let throughput = Throughput {
-        episodes: episodes.len(),
-        env_steps,
-        generated_tokens,
-        wall_s,
-        env_s: env_time.as_secs_f64(),
-        policy_s: policy_time.as_secs_f64(),
-        env_steps_per_s: per_s(env_steps),
-        tokens_per_s: per_s(generated_tokens),
-    };
+    let throughput = throughput(
+        &episodes,
+        wall.elapsed().as_secs_f64(),
+        env_time.as_secs_f64(),
+        policy_time.as_secs_f64(),
+    );
     Ok(Collection {
         episodes,
         throughput,

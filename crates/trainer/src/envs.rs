@@ -23,6 +23,11 @@ pub trait EnvProvider: Sync {
     fn train_tasks(&self) -> Vec<TaskRef>;
     /// The level's test tasks (evaluation), sorted.
     fn test_tasks(&self) -> Vec<TaskRef>;
+    /// The most episodes to keep open at once (`None`: no limit), for environments that
+    /// each hold a heavy resource such as a JVM.
+    fn max_parallel(&self) -> Option<usize> {
+        None
+    }
     /// A fresh environment for one episode of `task`; it ends episodes after `max_steps`.
     fn make(
         &self,

@@ -11,6 +11,9 @@ use crate::envs::EnvProvider;
 use crate::error::{Result, TrainerError};
 use crate::record::TaskRef;
 
+/// The most simulators (JVMs) a collection keeps running at once.
+pub const MAX_SIMULATORS: usize = 8;
+
 /// Simulators not playing an episode right now.
 type Idle = Arc<Mutex<Vec<SciWorldEnv>>>;
 
@@ -35,6 +38,14 @@ impl SciworldProvider {
             config,
             idle: Arc::new(Mutex::new(Vec::new())),
         })
+    }
+
+    /// Simulators idle in the pool (after a collection: every one it started).
+    pub fn idle_simulators(&self) -> usize {
+        self.idle
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .len()
     }
 
     fn tasks(games: Vec<TaskVariation>) -> Vec<TaskRef> {
@@ -75,6 +86,11 @@ impl EnvProvider for SciworldProvider {
 
     fn test_tasks(&self) -> Vec<TaskRef> {
         Self::tasks(self.level.games(Phase::Test))
+    }
+
+    /// Each episode holds a simulator JVM (~220 MB): at most [`MAX_SIMULATORS`] at once.
+    fn max_parallel(&self) -> Option<usize> {
+        Some(MAX_SIMULATORS)
     }
 
     /// A pooled simulator set to the game; the collector ends episodes at its step limit.

@@ -108,3 +108,42 @@ fn cold_start_demonstrations_come_from_gold_paths_of_training_tasks() {
     assert!(run.samples[0].response.starts_with("<planning>"));
     assert!(run.samples[0].prompt.contains("Action templates"));
 }
+
+#[test]
+fn at_most_eight_simulators_run_and_a_missing_gold_path_fails_one_episode() {
+    use trainer::sciworld_env::{SciworldProvider, MAX_SIMULATORS};
+    let provider = SciworldProvider::open("L2").unwrap();
+    let task = provider
+        .test_tasks()
+        .into_iter()
+        .find(|t| t.task_type == "find-plant")
+        .unwrap();
+    let specs = grouped_specs(std::slice::from_ref(&task), MAX_SIMULATORS + 2, 0);
+    let run = collect(&provider, &mut RandomPolicy::new(), &specs, &options(1)).unwrap();
+    assert_eq!(run.episodes.len(), MAX_SIMULATORS + 2);
+    assert!(run.episodes.iter().all(|e| e.error.is_none() && e.steps.len() == 1));
+    assert!(
+        provider.idle_simulators() <= MAX_SIMULATORS,
+        "{} simulators started",
+        provider.idle_simulators()
+    );
+
+    let bad = TaskRef {
+        game: format!("{}/99999", task_game_task(&task)),
+        task_type: task.task_type.clone(),
+    };
+    let run = collect(
+        &provider,
+        &mut GoldPolicy::new().unwrap(),
+        &grouped_specs(&[bad, task.clone()], 1, 0),
+        &options(30),
+    )
+    .unwrap();
+    assert!(run.episodes[0].error.is_some());
+    assert!(run.episodes[1].error.is_none() && run.episodes[1].won);
+}
+
+/// The task name of a `task/variation` game key.
+fn task_game_task(task: &TaskRef) -> String {
+    task.game.rsplit_once('/').unwrap().0.to_string()
+}
