@@ -131,6 +131,11 @@ pub fn train_tokenizer<'a>(
     let mut trainer = TrainerWrapper::BpeTrainer(trainer);
     inner.train(&mut trainer, texts).map_err(err)?;
     inner.add_special_tokens(specials.clone()).map_err(err)?;
+    // Through its JSON form and back: the tokenizer trained on is then exactly the one a
+    // checkpoint's tokenizer.json loads (the trained model's in-memory merge ranks can
+    // break ties differently from the saved merge list).
+    let json = inner.to_string(false).map_err(err)?;
+    let inner: tokenizers::Tokenizer = json.parse().map_err(err)?;
     let tokenizer = Tokenizer::from(inner);
     for (id, token) in SPECIAL_TOKENS.iter().enumerate() {
         if tokenizer.token_to_id(token) != Some(id as u32) {
