@@ -397,7 +397,7 @@ pub fn subgoals(task: &Task) -> Vec<String> {
 }
 
 /// `a` or `an` before a lower-case noun.
-fn article(noun: &str) -> &'static str {
+pub(crate) fn article(noun: &str) -> &'static str {
     if noun.starts_with(['a', 'e', 'i', 'o', 'u']) {
         "an"
     } else {
@@ -420,7 +420,7 @@ fn join_then(items: &[String]) -> String {
 }
 
 /// `a, b and c` with at most `n` items (`a, b, c and others` beyond).
-fn list_some(items: &[&str], n: usize) -> String {
+pub(crate) fn list_some(items: &[&str], n: usize) -> String {
     match items.len() {
         0 => String::new(),
         1 => items[0].to_string(),
@@ -469,7 +469,7 @@ pub fn describe(action: &str) -> String {
     format!("doing '{action}'")
 }
 
-fn capitalise(text: &str) -> String {
+pub(crate) fn capitalise(text: &str) -> String {
     let mut chars = text.chars();
     match chars.next() {
         Some(first) => first.to_uppercase().chain(chars).collect(),

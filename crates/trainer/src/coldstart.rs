@@ -5,8 +5,8 @@
 //! prompt the collector built (the same builder as RL) and the reply (tag block + action
 //! block). A mistake stays in the trajectory and shows in the next prompt's history, so the
 //! reflection that follows is learned from a real failure, but the mistake itself is never
-//! a training target. ScienceWorld's demonstrations are its gold paths, tagged by
-//! [`GoldPolicy`] (a plan, then monitoring), with no planted mistakes yet.
+//! a training target. ScienceWorld's demonstrations are its gold paths, annotated and
+//! given mistakes the same way by [`GoldPolicy`].
 
 use rand::seq::SliceRandom;
 use rand::SeedableRng;
@@ -57,7 +57,7 @@ pub fn coldstart(
     tasks.shuffle(&mut ChaCha8Rng::seed_from_u64(seed));
     // ScienceWorld's demonstrations are its gold paths (one gold-path JVM for the run).
     let mut gold = match provider.name() {
-        "sciworld" => Some(GoldPolicy::new()?),
+        "sciworld" => Some(GoldPolicy::new(mistake_fraction)?),
         _ => None,
     };
     let mut kept = Vec::new();

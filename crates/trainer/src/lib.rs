@@ -14,6 +14,7 @@ pub mod policies;
 pub mod record;
 pub mod rundir;
 pub mod runner;
+pub mod sci_annotate;
 pub mod sciworld_env;
 pub mod sft;
 

@@ -27,7 +27,7 @@ pub fn make_policy(
     temperature: f64,
 ) -> Result<Box<dyn Policy>> {
     match name {
-        EXPERT if provider.name() == "sciworld" => Ok(Box::new(GoldPolicy::new()?)),
+        EXPERT if provider.name() == "sciworld" => Ok(Box::new(GoldPolicy::new(0.0)?)),
         EXPERT => Ok(Box::new(ExpertPolicy::new(0.0))),
         RANDOM => Ok(Box::new(RandomPolicy::new())),
         model => {

@@ -3,6 +3,7 @@
 
 use std::collections::HashSet;
 
+use rlvmr_core::Tag;
 use trainer::envs::{open_env, EnvProvider};
 use trainer::coldstart::coldstart;
 use trainer::policies::{GoldPolicy, RandomPolicy};
@@ -47,7 +48,7 @@ fn the_gold_expert_wins_and_a_random_player_plays_through_the_collector() {
         .unwrap();
     let run = collect(
         provider.as_ref(),
-        &mut GoldPolicy::new().unwrap(),
+        &mut GoldPolicy::new(0.0).unwrap(),
         &grouped_specs(std::slice::from_ref(&task), 1, 0),
         &options(30),
     )
@@ -95,16 +96,30 @@ fn the_gold_expert_wins_and_a_random_player_plays_through_the_collector() {
 fn cold_start_demonstrations_come_from_gold_paths_of_training_tasks() {
     let provider = open_env("sciworld", "L2", None).unwrap();
     let held_out = types(&provider.test_tasks());
-    let run = coldstart(provider.as_ref(), 2, 0.25, 3, &options(30)).unwrap();
-    assert_eq!(run.episodes.len(), 2);
+    // Every demonstration gets a planted mistake.
+    let run = coldstart(provider.as_ref(), 3, 1.0, 3, &options(30)).unwrap();
+    assert_eq!(run.episodes.len(), 3);
     for e in &run.episodes {
         assert!(e.won && e.steps.len() < 30);
         assert!(!held_out.contains(&e.task_type), "{} is held out", e.task_type);
+        let mistakes: Vec<usize> = e.steps.iter().filter(|s| s.mistake).map(|s| s.step).collect();
+        let actions: Vec<&str> = e.steps.iter().map(|s| s.action.as_str()).collect();
+        assert_eq!(mistakes.len(), 1, "one recoverable mistake in {}: {actions:?}", e.game);
+        let (slip, fix) = (&e.steps[mistakes[0]], &e.steps[mistakes[0] + 1]);
+        let failed = slip.next_observation.contains("No known action")
+            || slip.next_observation.contains("not clear how to get there");
+        let wrong_turn = slip.next_observation.starts_with("You move to the");
+        assert!(failed || wrong_turn, "{}: {}", slip.action, slip.next_observation);
+        assert_eq!(fix.tag, Some(Tag::Reflection), "{}", fix.output);
+        assert!(fix.output.contains(slip.action.trim_start_matches("go to ")) || wrong_turn, "{}", fix.output);
     }
-    assert_eq!(
-        run.samples.len(),
-        run.episodes.iter().map(|e| e.steps.len()).sum::<usize>()
-    );
+    let steps: Vec<_> = run.episodes.iter().flat_map(|e| &e.steps).collect();
+    assert!(steps.iter().any(|s| s.tag == Some(Tag::Explore)), "searching explores");
+    assert!(steps.iter().any(|s| s.tag == Some(Tag::Monitor)));
+    // The mistakes stay in the trajectories, never in the training samples.
+    assert_eq!(run.samples.len(), steps.len() - run.episodes.len());
+    assert!(run.samples.iter().all(|s| !s.response.contains(&steps.iter().find(|s| s.mistake).unwrap().output)));
+    assert!(run.samples.iter().any(|s| s.response.starts_with("<reflection>")));
     assert!(run.samples[0].response.starts_with("<planning>"));
     assert!(run.samples[0].prompt.contains("Action templates"));
 }
@@ -134,7 +149,7 @@ fn at_most_eight_simulators_run_and_a_missing_gold_path_fails_one_episode() {
     };
     let run = collect(
         &provider,
-        &mut GoldPolicy::new().unwrap(),
+        &mut GoldPolicy::new(0.0).unwrap(),
         &grouped_specs(&[bad, task.clone()], 1, 0),
         &options(30),
     )

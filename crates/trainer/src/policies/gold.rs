@@ -1,37 +1,67 @@
 //! ScienceWorld's expert: the simulator's gold action sequence of the variation (from a
 //! gold-path JVM of its own; door openings left out, see [`without_door_openings`]), one
-//! action per turn, tagged like a demonstration: a plan
-//! naming the first steps at the start, then monitoring the plan step by step. When the
-//! gold path runs out before the episode ends, it looks around.
+//! action per turn, tagged and reasoned by [`crate::sci_annotate`] like ALFWorld's
+//! demonstrations: a plan naming the subgoals, exploration of unseen rooms, monitoring.
+//!
+//! For cold-start data a seeded fraction of episodes carries one recoverable mistake at an
+//! early step ([`plant_mistake`]: a command the simulator does not understand, a room
+//! through a wall, or a wrong turn), followed by its correction, tagged `reflection`. The
+//! mistake's feedback is checked: if the simulator accepted it after all, the episode is
+//! abandoned (an error, so the cold start drops it) rather than leave its gold path. When
+//! the gold path runs out before the episode ends, the expert looks around.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 
-use rlvmr_core::Tag;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
 use sciworld::{EnvConfig, GoldOracle};
 
 use crate::agent::{Policy, Reply, Turn};
 use crate::error::{Result, TrainerError};
 use crate::record::EpisodeSpec;
+use crate::sci_annotate::{plant_mistake, SciMistake, SciSituation};
 use crate::sciworld_env::parse_game;
 
 use super::tagged_reply;
 
+/// The last step at which a mistake may first be tried (later steps are tried while none
+/// fits, up to [`LAST_MISTAKE_STEP`]).
+const FIRST_MISTAKE_STEPS: usize = 5;
+const LAST_MISTAKE_STEP: usize = 12;
+
 /// Plays gold paths.
 pub struct GoldPolicy {
     oracle: GoldOracle,
-    /// Per slot: the gold actions of its episode.
-    paths: HashMap<usize, Vec<String>>,
+    mistake_fraction: f64,
+    slots: HashMap<usize, Slot>,
+}
+
+/// One episode's gold path, annotator and mistake plan.
+struct Slot {
+    path: Vec<String>,
+    /// The next gold action to play.
+    next: usize,
+    situation: Option<SciSituation>,
+    rng: ChaCha8Rng,
+    mistake_at: Option<usize>,
+    /// The mistake played at the previous step, if any.
+    mistake: Option<SciMistake>,
+    /// Commands that undo a mistake, played before the gold path goes on.
+    corrections: VecDeque<String>,
+    last_action: String,
 }
 
 impl GoldPolicy {
-    /// Starts the gold-path JVM (the cached jar, "easy" simplifications).
-    pub fn new() -> Result<GoldPolicy> {
+    /// Starts the gold-path JVM (the cached jar, "easy" simplifications); a seeded
+    /// `mistake_fraction` of the episodes get one recoverable mistake.
+    pub fn new(mistake_fraction: f64) -> Result<GoldPolicy> {
         let config =
             EnvConfig::from_default_jar().map_err(|e| TrainerError::Invalid(e.to_string()))?;
         let oracle = GoldOracle::new(&config).map_err(|e| TrainerError::Invalid(e.to_string()))?;
         Ok(GoldPolicy {
             oracle,
-            paths: HashMap::new(),
+            mistake_fraction: mistake_fraction.clamp(0.0, 1.0),
+            slots: HashMap::new(),
         })
     }
 }
@@ -45,29 +75,82 @@ fn without_door_openings(path: Vec<String>) -> Vec<String> {
         .collect()
 }
 
-/// The reason of the first step: the plan, naming its first actions.
-fn plan_reason(path: &[String]) -> String {
-    let first: Vec<&str> = path.iter().take(3).map(String::as_str).collect();
-    format!(
-        "The task takes about {} actions; I start with {}.",
-        path.len(),
-        first.join(", then ")
-    )
-}
-
-fn reply_for(path: &[String], step: usize) -> String {
-    match path.get(step) {
-        Some(action) if step == 0 => tagged_reply(Tag::Planning, &plan_reason(path), action),
-        Some(action) => {
-            let left = path.len() - step - 1;
-            let reason = format!("Following the plan, I {action} next; {left} actions remain after it.");
-            tagged_reply(Tag::Monitor, &reason, action)
+impl Slot {
+    fn new(path: Vec<String>, spec: &EpisodeSpec, mistake_fraction: f64) -> Slot {
+        let mut rng = ChaCha8Rng::seed_from_u64(spec.rollout_seed);
+        // Early, and inside the path (short paths get theirs before the end).
+        let latest = FIRST_MISTAKE_STEPS.min(path.len().saturating_sub(1)).max(1);
+        let mistake_at = rng
+            .gen_bool(mistake_fraction)
+            .then(|| rng.gen_range(1..=latest));
+        Slot {
+            path,
+            next: 0,
+            situation: None,
+            rng,
+            mistake_at,
+            mistake: None,
+            corrections: VecDeque::new(),
+            last_action: String::new(),
         }
-        None => tagged_reply(
-            Tag::Explore,
-            "The planned actions are done, so I look around for what is still missing.",
-            "look around",
-        ),
+    }
+
+    fn act(&mut self, turn: &Turn) -> Result<Reply, String> {
+        match self.situation.as_mut() {
+            None => self.situation = Some(SciSituation::new(turn.task, turn.observation)),
+            Some(situation) => situation.update(&self.last_action, turn.observation),
+        }
+        let previous = self.mistake.take();
+        if let Some(mistake) = &previous {
+            if !mistake.went_as_planned(turn.observation) {
+                return Err(format!(
+                    "the planted mistake '{}' did not go as planned: {}",
+                    mistake.command(),
+                    turn.observation.trim()
+                ));
+            }
+        }
+        let (intended, from_path) = match self.corrections.pop_front() {
+            Some(correction) => (correction, false),
+            None => match self.path.get(self.next) {
+                Some(action) => {
+                    self.next += 1;
+                    (action.clone(), true)
+                }
+                None => ("look around".to_string(), false),
+            },
+        };
+        let mut command = intended.clone();
+        if from_path && previous.is_none() && self.wants_mistake(turn.step) {
+            let room = self.situation.as_ref().and_then(|s| s.room());
+            let upcoming = &self.path[self.next..];
+            let valid = turn.admissible.unwrap_or(&[]);
+            if let Some(mistake) = plant_mistake(&intended, upcoming, valid, room, &mut self.rng) {
+                command = mistake.command();
+                self.corrections.extend(mistake.undo());
+                self.corrections.push_back(intended.clone());
+                self.mistake = Some(mistake);
+                self.mistake_at = None;
+            }
+        }
+        let situation = self.situation.as_ref().ok_or("no situation")?;
+        // A planted mistake is never a training target; it carries the intended step's reason.
+        let (tag, reason) = if self.mistake.is_some() {
+            situation.annotate(turn.step, &intended, &self.path, self.next, None, &mut self.rng)
+        } else {
+            let previous = previous.as_ref();
+            situation.annotate(turn.step, &command, &self.path, self.next, previous, &mut self.rng)
+        };
+        self.last_action = command.clone();
+        Ok(Reply {
+            mistake: self.mistake.is_some(),
+            ..Reply::text(tagged_reply(tag, &reason, &command))
+        })
+    }
+
+    fn wants_mistake(&self, step: usize) -> bool {
+        self.mistake_at
+            .is_some_and(|at| step >= at && step <= LAST_MISTAKE_STEP)
     }
 }
 
@@ -83,15 +166,17 @@ impl Policy for GoldPolicy {
             .oracle
             .gold_actions(&task, variation)
             .map_err(|e| TrainerError::Invalid(format!("gold path of {task} {variation}: {e}")))?;
-        self.paths.insert(slot, without_door_openings(path));
+        let path = without_door_openings(path);
+        self.slots
+            .insert(slot, Slot::new(path, spec, self.mistake_fraction));
         Ok(())
     }
 
     fn act(&mut self, turns: &[Turn]) -> Result<Vec<Result<Reply, String>>> {
         Ok(turns
             .iter()
-            .map(|turn| match self.paths.get(&turn.slot) {
-                Some(path) => Ok(Reply::text(reply_for(path, turn.step))),
+            .map(|turn| match self.slots.get_mut(&turn.slot) {
+                Some(slot) => slot.act(turn),
                 None => Err(format!("no gold path for slot {}", turn.slot)),
             })
             .collect())
@@ -106,18 +191,5 @@ mod tests {
     fn door_openings_are_left_out() {
         let path = ["open door to kitchen", "go to kitchen", "open fridge"].map(String::from);
         assert_eq!(without_door_openings(path.to_vec()), ["go to kitchen", "open fridge"]);
-    }
-
-    #[test]
-    fn replies_plan_then_monitor_then_look() {
-        let path: Vec<String> = ["open door to kitchen", "go to kitchen", "focus on water"]
-            .map(String::from)
-            .to_vec();
-        let first = reply_for(&path, 0);
-        assert!(first.starts_with("<planning>") && first.contains("3 actions"), "{first}");
-        assert!(first.ends_with("<action>open door to kitchen</action>"), "{first}");
-        let second = reply_for(&path, 1);
-        assert!(second.starts_with("<monitor>") && second.contains("1 actions remain"), "{second}");
-        assert!(reply_for(&path, 3).ends_with("<action>look around</action>"));
     }
 }
