@@ -15,7 +15,10 @@ pub fn keep_freed_memory() {
     // before any other thread exists.
     unsafe {
         libc::mallopt(libc::M_MMAP_MAX, 0);
-        libc::mallopt(libc::M_TRIM_THRESHOLD, i32::MAX);
+        // -1 disables trimming (mallopt(3)); i32::MAX only delayed it until a freed top
+        // of the heap passed 2 GB, which long-sequence SFT batches reach: each step then gave
+        // gigabytes back and faulted them in again (75% of the time in the kernel).
+        libc::mallopt(libc::M_TRIM_THRESHOLD, -1);
         libc::mallopt(libc::M_TOP_PAD, 256 << 20);
     }
 }
