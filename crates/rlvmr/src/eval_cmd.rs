@@ -27,7 +27,7 @@ pub struct EvalArgs {
     /// Run directory (default: <run.out_dir>/eval-<env>-<split>-<policy>).
     #[arg(long)]
     out: Option<PathBuf>,
-    /// A TOML run config (see configs/).
+    /// A TOML run config (see configs/); default: the `rlvmr.toml` saved with a model folder.
     #[arg(long)]
     config: Option<PathBuf>,
     /// ALFWorld data: a folder holding json_2.1.1/, or json_2.1.1.zip.
@@ -53,8 +53,30 @@ pub fn load_config(path: Option<&std::path::Path>) -> Result<RunConfig> {
     }
 }
 
+/// The config a model was trained under: `rlvmr.toml` in its folder (written by `rlvmr sft`
+/// beside every checkpoint), when the policy is such a folder.
+fn saved_run_config(policy: &str) -> Option<PathBuf> {
+    let path = std::path::Path::new(policy).join(trainer::sft::RUN_CONFIG_FILE);
+    path.is_file().then_some(path)
+}
+
+/// `--config` when given, else the config saved with the model (so the prompts match the
+/// ones it learned from), else the defaults.
+fn eval_config(args: &EvalArgs) -> Result<RunConfig> {
+    if args.config.is_some() {
+        return load_config(args.config.as_deref());
+    }
+    match saved_run_config(&args.policy) {
+        Some(path) => {
+            eprintln!("using the run config saved with the model: {}", path.display());
+            load_config(Some(&path))
+        }
+        None => load_config(None),
+    }
+}
+
 pub fn run(args: EvalArgs) -> Result<ExitCode> {
-    let mut config = load_config(args.config.as_deref())?;
+    let mut config = eval_config(&args)?;
     if let Some(env) = args.env {
         config.env.name = env;
     }

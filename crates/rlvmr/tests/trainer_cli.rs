@@ -220,6 +220,19 @@ fn bad_input_gets_a_clear_error() {
         err.contains("bad.toml") && err.contains("temprature") && err.contains("line 3"),
         "{err}"
     );
+
+    // Without --config, a model folder's saved run config is read (here a broken one).
+    let model_dir = dir.join("model");
+    std::fs::create_dir_all(&model_dir).unwrap();
+    std::fs::write(model_dir.join("rlvmr.toml"), "[prompt]
+histroy = 2
+").unwrap();
+    let (code, _, err) = rlvmr(&["eval", "--policy", model_dir.to_str().unwrap()], b"");
+    assert_eq!(code, 2);
+    assert!(
+        err.contains("rlvmr.toml") && err.contains("histroy"),
+        "{err}"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -27,6 +27,9 @@ use crate::rundir::RunDir;
 
 /// The file a checkpoint keeps the trainer's position in.
 const STATE_FILE: &str = "trainer_state.json";
+/// The run config saved beside every checkpoint, so `rlvmr eval` can build the prompts the
+/// model was trained on.
+pub const RUN_CONFIG_FILE: &str = "rlvmr.toml";
 
 /// Reads `{"prompt", "response"}` lines; a bad line is an error naming the file and line.
 pub fn read_samples(path: &Path) -> Result<Vec<SftSample>> {
@@ -97,8 +100,10 @@ fn chat_text(sample: &SftSample) -> String {
     text
 }
 
-/// Saves the model with its tokenizer (and the optimizer when given) into `dir`.
+/// Saves the model with its tokenizer (and the optimizer when given) into `dir`, with the
+/// run config as `rlvmr.toml`.
 fn save_checkpoint(
+    config: &RunConfig,
     model: &Llama,
     tokenizer: &Tokenizer,
     optimizer: Option<&AdamW>,
@@ -108,6 +113,8 @@ fn save_checkpoint(
         Some(opt) => policy::checkpoint::save_training_state(model, tokenizer, opt, dir)?,
         None => policy::checkpoint::save_model(model, tokenizer, dir)?,
     }
+    let path = dir.join(RUN_CONFIG_FILE);
+    std::fs::write(&path, config.to_toml()?).map_err(|e| TrainerError::io(path, e))?;
     Ok(())
 }
 
@@ -381,7 +388,7 @@ pub fn train(
         }
         if cfg.save_every > 0 && done % cfg.save_every == 0 && done < steps.len() {
             let path = dir.file(&format!("checkpoints/step-{done}"));
-            save_checkpoint(model, tokenizer, Some(&opt), &path)?;
+            save_checkpoint(config, model, tokenizer, Some(&opt), &path)?;
             let state = TrainerState {
                 step: done,
                 total_steps: steps.len(),
@@ -394,7 +401,7 @@ pub fn train(
         }
     }
     let final_dir = dir.file("final");
-    save_checkpoint(model, tokenizer, None, &final_dir)?;
+    save_checkpoint(config, model, tokenizer, None, &final_dir)?;
     Ok(SftReport {
         samples: data.len(),
         skipped,

@@ -100,6 +100,17 @@ fn sft_learns_checkpoints_and_resumes_exactly() {
         assert!(report.final_dir.join(file).is_file(), "final/{file}");
     }
     assert!(dir.file("checkpoints/step-4/optimizer").is_dir());
+    for saved in [
+        report.final_dir.join("rlvmr.toml"),
+        dir.file("checkpoints/step-4/rlvmr.toml"),
+    ] {
+        assert_eq!(
+            RunConfig::from_file(&saved).unwrap(),
+            config,
+            "{} holds the run config (eval builds the model's prompts from it)",
+            saved.display()
+        );
+    }
     let (reloaded, _) = load_model(report.final_dir.to_str().unwrap()).unwrap();
     assert_eq!(
         weights(&reloaded),
