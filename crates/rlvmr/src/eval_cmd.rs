@@ -63,16 +63,17 @@ fn saved_run_config(policy: &str) -> Option<PathBuf> {
 /// `--config` when given, else the config saved with the model (so the prompts match the
 /// ones it learned from), else the defaults.
 fn eval_config(args: &EvalArgs) -> Result<RunConfig> {
-    if args.config.is_some() {
-        return load_config(args.config.as_deref());
+    let saved = match &args.config {
+        Some(_) => None,
+        None => saved_run_config(&args.policy),
+    };
+    if let Some(path) = &saved {
+        eprintln!(
+            "using the run config saved with the model: {}",
+            path.display()
+        );
     }
-    match saved_run_config(&args.policy) {
-        Some(path) => {
-            eprintln!("using the run config saved with the model: {}", path.display());
-            load_config(Some(&path))
-        }
-        None => load_config(None),
-    }
+    load_config(args.config.as_deref().or(saved.as_deref()))
 }
 
 pub fn run(args: EvalArgs) -> Result<ExitCode> {

@@ -224,9 +224,7 @@ fn bad_input_gets_a_clear_error() {
     // Without --config, a model folder's saved run config is read (here a broken one).
     let model_dir = dir.join("model");
     std::fs::create_dir_all(&model_dir).unwrap();
-    std::fs::write(model_dir.join("rlvmr.toml"), "[prompt]
-histroy = 2
-").unwrap();
+    std::fs::write(model_dir.join("rlvmr.toml"), "[prompt]\nhistroy = 2\n").unwrap();
     let (code, _, err) = rlvmr(&["eval", "--policy", model_dir.to_str().unwrap()], b"");
     assert_eq!(code, 2);
     assert!(

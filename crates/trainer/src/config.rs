@@ -284,6 +284,11 @@ impl RunConfig {
             .map_err(|e| TrainerError::Invalid(format!("cannot write the config as TOML: {e}")))
     }
 
+    /// Writes every key as TOML to `path` (a run's `config.toml`, a checkpoint's `rlvmr.toml`).
+    pub fn save(&self, path: &Path) -> Result<()> {
+        std::fs::write(path, self.to_toml()?).map_err(|e| TrainerError::io(path, e))
+    }
+
     /// Refuses impossible values, naming the key.
     pub fn validate(&self) -> Result<()> {
         if self.run.name.trim().is_empty() || self.run.name.contains(['/', '\\']) {

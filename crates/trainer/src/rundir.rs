@@ -32,7 +32,7 @@ impl RunDir {
         let dir = RunDir {
             path: path.to_path_buf(),
         };
-        dir.write_text("config.toml", &config.to_toml()?)?;
+        config.save(&dir.file("config.toml"))?;
         Ok(dir)
     }
 

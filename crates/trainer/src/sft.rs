@@ -113,9 +113,7 @@ fn save_checkpoint(
         Some(opt) => policy::checkpoint::save_training_state(model, tokenizer, opt, dir)?,
         None => policy::checkpoint::save_model(model, tokenizer, dir)?,
     }
-    let path = dir.join(RUN_CONFIG_FILE);
-    std::fs::write(&path, config.to_toml()?).map_err(|e| TrainerError::io(path, e))?;
-    Ok(())
+    config.save(&dir.join(RUN_CONFIG_FILE))
 }
 
 /// A tokenized sample: the chat prompt's ids and the response's ids (end-of-turn appended).
