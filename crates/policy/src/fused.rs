@@ -307,28 +307,30 @@ fn rms_norm_grad_w<T: RawFloat>(
     let g = slice::<T>(gs, gl, "rms_norm grad (g)")?;
     let d = last_dim(xl)?;
     let eps = T::from_f64(eps);
-    let dw = x
-        .par_chunks(d)
-        .zip(g.par_chunks(d))
-        .fold(
-            || vec![T::ZERO; d],
-            |mut acc, (x, g)| {
+    // Fixed blocks of rows, each summed in order, then the blocks' sums in order: the result
+    // must not depend on how rayon happens to split the work (a fold/reduce does), or the
+    // same seed would train different weights on a busy machine.
+    const ROWS_PER_BLOCK: usize = 64;
+    let block_sums: Vec<Vec<T>> = x
+        .par_chunks(d * ROWS_PER_BLOCK)
+        .zip(g.par_chunks(d * ROWS_PER_BLOCK))
+        .map(|(x, g)| {
+            let mut acc = vec![T::ZERO; d];
+            for (x, g) in x.chunks(d).zip(g.chunks(d)) {
                 let r = inv_rms(x, eps);
                 for ((a, &x), &g) in acc.iter_mut().zip(x).zip(g) {
                     *a = *a + g * x * r;
                 }
-                acc
-            },
-        )
-        .reduce(
-            || vec![T::ZERO; d],
-            |mut a, b| {
-                for (a, b) in a.iter_mut().zip(b) {
-                    *a = *a + b;
-                }
-                a
-            },
-        );
+            }
+            acc
+        })
+        .collect();
+    let mut dw = vec![T::ZERO; d];
+    for block in &block_sums {
+        for (a, &b) in dw.iter_mut().zip(block) {
+            *a = *a + b;
+        }
+    }
     Ok((T::to_cpu_storage_owned(dw), Shape::from(d)))
 }
 
@@ -584,6 +586,31 @@ mod tests {
             |t| crate::model::rms_norm(&t[0], &t[1], 1e-5).unwrap(),
             1e-12,
         );
+    }
+
+    /// The weight gradient sums over every row; it must come out bit for bit the same however
+    /// many threads share the work (a resumed run must equal an uninterrupted one).
+    #[test]
+    fn rms_norm_weight_gradient_does_not_depend_on_the_thread_count() {
+        let x = rand(&[4000, 64], 8).to_dtype(DType::F32).unwrap();
+        let w = Var::from_tensor(&(rand(&[64], 9) + 1.0).unwrap().to_dtype(DType::F32).unwrap())
+            .unwrap();
+        let weights = rand(&[4000, 64], 10).to_dtype(DType::F32).unwrap();
+        let grad_in_pool = |threads: usize| {
+            let pool = rayon::ThreadPoolBuilder::new()
+                .num_threads(threads)
+                .build()
+                .unwrap();
+            pool.install(|| {
+                let y = rms_norm(&x, w.as_tensor(), 1e-5).unwrap();
+                let grads = (&y * &weights).unwrap().sum_all().unwrap().backward().unwrap();
+                grads.get(w.as_tensor()).unwrap().to_vec1::<f32>().unwrap()
+            })
+        };
+        let one = grad_in_pool(1);
+        for threads in [2, 3, 5] {
+            assert_eq!(grad_in_pool(threads), one, "{threads} threads");
+        }
     }
 
     #[test]

@@ -276,9 +276,13 @@ fn sum_of_squares(g: &Tensor) -> Result<f64> {
     let g = if g.is_contiguous() { g.clone() } else { g.contiguous()? };
     fn run<T: RawFloat>(g: &Tensor) -> Result<f64> {
         with_slice::<T, _>(g, "gradient", |s| {
-            Ok(s.par_chunks(CHUNK)
+            // Chunk sums collected in order and added in order: a parallel `sum` adds in
+            // whatever order rayon split the work, so the norm (and the clipping) would vary.
+            let chunk_sums: Vec<f64> = s
+                .par_chunks(CHUNK)
                 .map(|c| c.iter().map(|x| x.to_f64() * x.to_f64()).sum::<f64>())
-                .sum())
+                .collect();
+            Ok(chunk_sums.iter().sum())
         })
     }
     match g.dtype() {
