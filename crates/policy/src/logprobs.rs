@@ -94,16 +94,19 @@ pub fn token_scores(model: &Llama, input_ids: &Tensor) -> Result<TokenScores> {
     if t < 2 {
         return Err(PolicyError::Input("need at least 2 tokens to score".into()));
     }
-    let logits = model.forward(input_ids)?.narrow(1, 0, t - 1)?;
-    let targets = input_ids.narrow(1, 1, t - 1)?.contiguous()?;
-    scores_from_logits(&logits, &targets)
+    let (b, h) = (input_ids.dim(0)?, model.config().hidden_size);
+    let hidden = model.hidden(input_ids)?.narrow(1, 0, t - 1)?;
+    let targets = input_ids.narrow(1, 1, t - 1)?.flatten_all()?;
+    let both = crate::fused::head_token_scores(
+        &hidden.contiguous()?.reshape((b * (t - 1), h))?,
+        &model.head(),
+        &targets,
+    )?;
+    split_scores(&both, b, t - 1)
 }
 
-/// Log-probs of `targets` (`[b, t]` u32) under `logits` (`[b, t, v]`), and entropies (one
-/// fused pass per row, [`crate::fused::token_scores`]).
-pub fn scores_from_logits(logits: &Tensor, targets: &Tensor) -> Result<TokenScores> {
-    let (b, t, v) = logits.dims3()?;
-    let both = crate::fused::token_scores(&logits.reshape((b * t, v))?, &targets.flatten_all()?)?;
+/// `[b * t, 2]` (log-prob, entropy) columns as `[b, t]` tensors.
+fn split_scores(both: &Tensor, b: usize, t: usize) -> Result<TokenScores> {
     let logprobs = both.narrow(1, 0, 1)?.reshape((b, t))?;
     let entropy = both.narrow(1, 1, 1)?.reshape((b, t))?;
     Ok(TokenScores { logprobs, entropy })

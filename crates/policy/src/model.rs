@@ -331,6 +331,23 @@ impl Llama {
     /// Logits `[batch, seq, vocab]` for token ids `[batch, seq]` (u32). Every row starts at
     /// position 0; pad on the right (the causal mask keeps padding out of earlier positions).
     pub fn forward(&self, ids: &Tensor) -> Result<Tensor> {
+        let x = self.hidden(ids)?;
+        let head = self.head();
+        match self.lora {
+            Some(_) => frozen_linear(&x, &head),
+            None => linear(&x, &head),
+        }
+    }
+
+    /// The LM head's weight `[vocab, hidden]` as it enters the graph (the embedding when
+    /// tied; detached while a LoRA adapter freezes the base).
+    pub fn head(&self) -> Tensor {
+        self.param(self.lm_head.as_ref().unwrap_or(&self.embed))
+    }
+
+    /// The final hidden states `[batch, seq, hidden]` (after the last norm), which the LM
+    /// head turns into logits; see [`Llama::forward`].
+    pub fn hidden(&self, ids: &Tensor) -> Result<Tensor> {
         let (b, t) = ids.dims2()?;
         if t == 0 {
             return Err(PolicyError::Input("empty input sequence".into()));
@@ -358,12 +375,7 @@ impl Llama {
             let mlp = self.proj(l, TargetModule::DownProj, &(silu(&gate)? * up)?)?;
             x = (x + mlp)?;
         }
-        let x = fused::rms_norm(&x, &self.param(&self.norm), self.cfg.rms_norm_eps)?;
-        let head = self.lm_head.as_ref().unwrap_or(&self.embed);
-        match self.lora {
-            Some(_) => frozen_linear(&x, head.as_tensor()),
-            None => linear(&x, head.as_tensor()),
-        }
+        fused::rms_norm(&x, &self.param(&self.norm), self.cfg.rms_norm_eps)
     }
 
     /// A weight other than the seven projections as it enters the graph: detached while a LoRA
@@ -414,9 +426,7 @@ impl Llama {
         let q = rope(&q, cos, sin)?.reshape((b, nkv, rep * t, hd))?;
         let k = rope(&k, cos, sin)?;
         let scale = 1.0 / (hd as f64).sqrt();
-        let probs = fused::causal_softmax(&q.matmul(&k.t()?)?, scale)?;
-        let out = probs
-            .matmul(&v.contiguous()?)?
+        let out = fused::causal_attention(&q, &k, &v, scale)?
             .reshape((b, nh, t, hd))?
             .transpose(1, 2)?
             .reshape((b, t, nh * hd))?;
