@@ -10,7 +10,7 @@
 //!
 //! - **environment**: one or two sentences on the world the agent acts in ([`PromptEnv`]).
 //! - **task**: the task sentence ([`PromptInput::task`]).
-//! - **tags** (tagged style only): what each of the four meta-reasoning tags
+//! - **tags** (tagged style only; an instruction): what each of the four meta-reasoning tags
 //!   ([`Tag`](crate::Tag)) is for.
 //! - **step count**: how many steps were taken ([`PromptInput::step`]).
 //! - **history window**: the most recent (observation, action) pairs, oldest first; how many is
@@ -28,8 +28,11 @@
 //!   [`PromptConfig::drop_help`] is set. ScienceWorld: the action templates (placeholders `OBJ`
 //!   and `LOC`) and the objects in view instead of the (very long) list of valid
 //!   combinations; if no templates are given, the admissible list is shown instead.
-//! - **format**: the required reply format, last, right before the model answers.
-//! - **reminder** (cold start only): a one-line reminder of the reply format.
+//! - **format** (an instruction): the required reply format, last, right before the model
+//!   answers.
+//! - **reminder** (cold start only; an instruction): a one-line reminder of the reply format.
+//!
+//! [`PromptConfig::instructions`] `= false` leaves the three instruction slots out.
 //!
 //! Slots with nothing to show (an empty history window, no recent replies) are left out.
 //!
@@ -190,6 +193,10 @@ pub struct PromptConfig {
     pub cold_start: bool,
     /// Leave `help` out of the admissible actions. Default: true.
     pub drop_help: bool,
+    /// Show the instructions: what each tag is for, the reply format and the cold-start
+    /// reminder. Default: true. A model trained from scratch cannot read them (it learns the
+    /// format from the demonstrations), and for it they are only tokens to attend over.
+    pub instructions: bool,
 }
 
 impl PromptConfig {
@@ -215,6 +222,7 @@ impl Default for PromptConfig {
             compact: false,
             cold_start: false,
             drop_help: true,
+            instructions: true,
         }
     }
 }
@@ -298,6 +306,10 @@ pub fn render(cfg: &PromptConfig, input: &PromptInput) -> String {
     } else {
         render_full(cfg, input, &mut out);
     }
+    if !cfg.instructions {
+        // The blank space that separated the actions from the format text.
+        out.truncate(out.trim_end().len());
+    }
     out
 }
 
@@ -352,7 +364,7 @@ fn render_full(cfg: &PromptConfig, input: &PromptInput, out: &mut String) {
     out.push_str("\n\nTask: ");
     out.push_str(or_none(input.task.trim()));
     out.push_str("\n\n");
-    if tagged {
+    if tagged && cfg.instructions {
         out.push_str(TAGS_FULL);
         out.push_str("\n\n");
     }
@@ -413,7 +425,13 @@ fn render_full(cfg: &PromptConfig, input: &PromptInput, out: &mut String) {
     out.push_str("\n\n");
 
     push_actions_full(cfg, input, out);
+    if cfg.instructions {
+        push_format_full(cfg, out);
+    }
+}
 
+fn push_format_full(cfg: &PromptConfig, out: &mut String) {
+    let tagged = cfg.style == PromptStyle::Tagged;
     out.push_str("Reply with exactly two blocks, in this order, and nothing else:\n");
     if tagged {
         out.push_str("<tag>your reasoning</tag>\n<action>your action</action>\n");
@@ -491,7 +509,7 @@ fn render_compact(cfg: &PromptConfig, input: &PromptInput, out: &mut String) {
     out.push_str(" Task: ");
     out.push_str(or_none(input.task.trim()));
     out.push('\n');
-    if tagged {
+    if tagged && cfg.instructions {
         out.push_str(TAGS_COMPACT);
         out.push('\n');
     }
@@ -550,6 +568,13 @@ fn render_compact(cfg: &PromptConfig, input: &PromptInput, out: &mut String) {
         out.push_str("Focus only on what the task names.\n");
     }
 
+    if cfg.instructions {
+        push_format_compact(cfg, input, out);
+    }
+}
+
+fn push_format_compact(cfg: &PromptConfig, input: &PromptInput, out: &mut String) {
+    let tagged = cfg.style == PromptStyle::Tagged;
     let action = match (cfg.env, input.templates.is_empty()) {
         (PromptEnv::ScienceWorld, false) => "a template with OBJ/LOC filled from Objects",
         _ => "one of Actions",
@@ -958,6 +983,70 @@ mod tests {
         }
     }
 
+    /// Without instructions a prompt is the same prompt with the tag list, the reply format
+    /// and the reminder left out: its lines are the full prompt's lines, in order.
+    #[test]
+    fn instructions_off_leaves_out_only_the_instructions() {
+        let obs = "You arrive at countertop 1. On the countertop 1, you see a knife 1.";
+        let history = [entry(obs, "look", "<monitor>m</monitor><action>look</action>"); 4];
+        let admissible = strings(&["go to cabinet 1", "look"]);
+        let templates = strings(&["go to LOC", "look at OBJ"]);
+        let input = PromptInput {
+            task: "put a knife in cabinet.",
+            history: &history,
+            observation: obs,
+            admissible: &admissible,
+            ..Default::default()
+        };
+        let instruction_words = [
+            "Tags:",
+            "Reply",
+            "Reminder",
+            "<planning>",
+            "<think>",
+            "<tag>",
+        ];
+        for env in [PromptEnv::AlfWorld, PromptEnv::ScienceWorld] {
+            for style in [PromptStyle::Tagged, PromptStyle::Think] {
+                for (compact, cold_start, step) in [
+                    (false, true, 0),
+                    (true, true, 4),
+                    (true, false, 0),
+                    (false, false, 4),
+                ] {
+                    let with = PromptConfig {
+                        env,
+                        style,
+                        compact,
+                        cold_start,
+                        ..Default::default()
+                    };
+                    let without = PromptConfig {
+                        instructions: false,
+                        ..with.clone()
+                    };
+                    let sci = env == PromptEnv::ScienceWorld;
+                    let input = PromptInput {
+                        step,
+                        templates: if sci { &templates } else { &[] },
+                        ..input
+                    };
+                    let (full, bare) = (render(&with, &input), render(&without, &input));
+                    let case = format!("{env:?} {style:?} compact={compact} step {step}");
+                    assert!(bare.len() < full.len(), "{case}");
+                    assert_eq!(bare, bare.trim_end(), "{case}: trailing blank space");
+                    for word in instruction_words {
+                        assert!(!bare.contains(word), "{case}: {word}\n{bare}");
+                    }
+                    let mut full_lines = full.lines();
+                    for line in bare.lines() {
+                        assert!(full_lines.any(|l| l == line), "{case}: {line:?}\n{full}");
+                    }
+                }
+            }
+        }
+    }
+
     #[test]
     fn first_step_ignores_history() {
         let history = [entry("zebra observation", "zebra action", "zebra reply")];
@@ -1007,6 +1096,7 @@ mod tests {
                                         history: history_window,
                                         recent_outputs: usize::MAX,
                                         drop_help: true,
+                                        instructions: step % 2 == 0,
                                     };
                                     let input = PromptInput {
                                         task: "",
