@@ -461,11 +461,7 @@ pub fn token_scores_primitive(logits: &Tensor, targets: &Tensor) -> Result<Tenso
 /// vocabulary). A `w` that carries no gradient (a detached, frozen head) gets none computed.
 pub fn head_token_scores(x: &Tensor, w: &Tensor, targets: &Tensor) -> Result<Tensor> {
     if !fusable(x) || x.dtype() != w.dtype() {
-        let logits = match w.track_op() {
-            true => crate::model::linear(x, w)?,
-            false => crate::frozen::frozen_linear(x, w)?,
-        };
-        return token_scores(&logits, targets);
+        return token_scores(&crate::model::linear_or_frozen(x, w)?, targets);
     }
     let (x, w) = (x.contiguous()?, w.contiguous()?);
     let targets = targets.to_dtype(DType::U32)?.contiguous()?;

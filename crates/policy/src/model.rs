@@ -331,12 +331,7 @@ impl Llama {
     /// Logits `[batch, seq, vocab]` for token ids `[batch, seq]` (u32). Every row starts at
     /// position 0; pad on the right (the causal mask keeps padding out of earlier positions).
     pub fn forward(&self, ids: &Tensor) -> Result<Tensor> {
-        let x = self.hidden(ids)?;
-        let head = self.head();
-        match self.lora {
-            Some(_) => frozen_linear(&x, &head),
-            None => linear(&x, &head),
-        }
+        linear_or_frozen(&self.hidden(ids)?, &self.head())
     }
 
     /// The LM head's weight `[vocab, hidden]` as it enters the graph (the embedding when
@@ -909,6 +904,15 @@ pub fn linear(x: &Tensor, w: &Tensor) -> Result<Tensor> {
 }
 
 /// `y + bias` broadcast over the last dimension, or `y` when there is no bias.
+/// `x @ w^T`; a `w` that carries no gradient (detached, as a LoRA-frozen base weight is)
+/// goes through [`frozen_linear`], so none is computed for it.
+pub fn linear_or_frozen(x: &Tensor, w: &Tensor) -> Result<Tensor> {
+    match w.track_op() {
+        true => linear(x, w),
+        false => frozen_linear(x, w),
+    }
+}
+
 fn add_bias(y: Tensor, bias: Option<&Tensor>) -> Result<Tensor> {
     match bias {
         Some(b) => Ok(y.broadcast_add(b)?),
