@@ -19,6 +19,7 @@ pub mod logprobs;
 pub mod lora;
 pub mod model;
 pub mod optim;
+pub mod ppo;
 mod raw;
 pub mod sample;
 pub mod scratch;

@@ -391,9 +391,8 @@ pub fn sft_loss(logp: &Tensor, mask: &Tensor) -> Result<Tensor> {
 }
 
 /// PPO clipped-surrogate loss (to minimize), token-level mean over the mask:
-/// `-mean(min(r * A, clip(r, 1 - eps, 1 + eps) * A))` with `r = exp(logp - old_logp)`.
-/// `old_logp` and `advantages` are constants (detached). The gradient is `-r * A / n` where the
-/// unclipped term is the minimum and 0 where the clipped one is (ties count as unclipped).
+/// `-mean(min(r * A, clip(r, 1 - eps, 1 + eps) * A))` with `r = exp(logp - old_logp)`:
+/// [`crate::ppo::ppo_loss`] without dual clip, KL or entropy terms.
 pub fn ppo_clip_loss(
     logp: &Tensor,
     old_logp: &Tensor,
@@ -401,17 +400,28 @@ pub fn ppo_clip_loss(
     mask: &Tensor,
     eps: f64,
 ) -> Result<Tensor> {
-    let dtype = logp.dtype();
-    let old = old_logp.detach().to_dtype(dtype)?;
-    let adv = advantages.detach().to_dtype(dtype)?;
-    let ratio = (logp - &old)?.exp()?;
-    let r = ratio.detach();
-    let unclipped = (&ratio * &adv)?;
-    let clipped = (r.clamp(1.0 - eps, 1.0 + eps)? * &adv)?;
-    // Where the clipped objective is strictly smaller it is the minimum, and it is constant.
-    let use_clipped = clipped.lt(&unclipped.detach())?;
-    let objective = use_clipped.where_cond(&clipped, &unclipped)?;
-    masked_mean(&objective.neg()?, mask)
+    let mask = mask.to_dtype(logp.dtype())?;
+    let tokens = mask.sum_all()?.to_dtype(DType::F64)?.to_scalar::<f64>()?;
+    if tokens <= 0.0 {
+        return Err(PolicyError::Input("masked mean over an empty mask".into()));
+    }
+    let cfg = crate::ppo::PpoLossConfig {
+        clip_low: eps,
+        clip_high: eps,
+        clip_ratio_c: None,
+        kl_coef: 0.0,
+        kl_clamp: 0.0,
+        entropy_coef: 0.0,
+    };
+    let inputs = crate::ppo::PpoInputs {
+        logp,
+        entropy: logp,
+        old_logp,
+        ref_logp: None,
+        advantages,
+        mask: &mask,
+    };
+    Ok(crate::ppo::ppo_loss(&inputs, &cfg, tokens)?.loss)
 }
 
 /// The objective of a [`train_step`].

@@ -42,6 +42,10 @@ pub struct SampleOptions {
     pub stop_ids: Vec<u32>,
     /// Generation stops when the decoded text contains one of these; the text is cut before it.
     pub stop_strings: Vec<String>,
+    /// One seed per prompt: row `i` draws from its own generator seeded with `row_seeds[i]`
+    /// (so a rollout keeps its stream whatever batch it lands in). Empty: row `i` uses
+    /// stream `i` of `seed`.
+    pub row_seeds: Vec<u64>,
 }
 
 impl Default for SampleOptions {
@@ -54,6 +58,7 @@ impl Default for SampleOptions {
             seed: 0,
             stop_ids: Vec::new(),
             stop_strings: Vec::new(),
+            row_seeds: Vec::new(),
         }
     }
 }
@@ -240,8 +245,18 @@ pub fn sample_batch_with(
     }
     check_prompts(model.config().max_position, prompts)?;
     let max_len = model.config().max_position;
+    if !opts.row_seeds.is_empty() && opts.row_seeds.len() != prompts.len() {
+        return Err(PolicyError::Input(format!(
+            "{} row seeds for {} prompts",
+            opts.row_seeds.len(),
+            prompts.len()
+        )));
+    }
     let mut rows: Vec<Row> = (0..prompts.len())
-        .map(|i| Row::new(opts.seed, i as u64))
+        .map(|i| match opts.row_seeds.get(i) {
+            Some(&seed) => Row::new(seed, 0),
+            None => Row::new(opts.seed, i as u64),
+        })
         .collect();
     if opts.max_new_tokens == 0 {
         return rows

@@ -14,6 +14,7 @@ mod coldstart_cmd;
 mod eval_cmd;
 mod model_cmd;
 mod sft_cmd;
+mod train_cmd;
 mod jsonl;
 mod score;
 mod sciworld_cmd;
@@ -74,6 +75,8 @@ enum Command {
     Coldstart(coldstart_cmd::ColdstartArgs),
     /// Supervised fine-tuning on cold-start samples (loss on response tokens only).
     Sft(sft_cmd::SftArgs),
+    /// Reinforcement learning: GRPO-MR (RLVMR) or a baseline, with checkpoints and resume.
+    Train(train_cmd::TrainArgs),
     /// ALFWorld: replay, play, expert, benchmark.
     Alfworld {
         #[command(subcommand)]
@@ -303,6 +306,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Command::Eval(args) => eval_cmd::run(args),
         Command::Coldstart(args) => coldstart_cmd::run(args),
         Command::Sft(args) => sft_cmd::run(args),
+        Command::Train(args) => train_cmd::run(args),
         Command::Sciworld { command } => sciworld_cmd::run(command),
         Command::Alfworld { command } => match command {
             AlfworldCommand::Replay { data } => replay(&data),

@@ -7,7 +7,7 @@
 use std::path::{Path, PathBuf};
 
 use policy::scratch::ScratchConfig;
-use rlvmr_core::{PromptConfig, Validity};
+use rlvmr_core::{AdvantageConfig, RewardConfig, PromptConfig, Validity};
 use serde::{Deserialize, Serialize};
 
 use crate::collector::{CollectorOptions, DEFAULT_MAX_STEPS};
@@ -29,6 +29,12 @@ pub struct RunConfig {
     /// The shape of a from-scratch model (`model.path = "scratch"`): `rlvmr sft` trains its
     /// tokenizer on the SFT texts and initialises it randomly.
     pub scratch: ScratchConfig,
+    /// Reinforcement learning (`rlvmr train`).
+    pub rl: RlSection,
+    /// The verifiable rewards (`rlvmr_core::RewardConfig`; the same section `rlvmr score` reads).
+    pub reward: RewardConfig,
+    /// The advantage estimator (`rlvmr_core::AdvantageConfig`; `rlvmr train --algo` sets `algo`).
+    pub advantage: AdvantageConfig,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -227,6 +233,199 @@ impl Default for SftSection {
     }
 }
 
+/// The learning-rate schedule of `rlvmr train`, stepped once per iteration (as verl's actor
+/// scheduler is).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LrSchedule {
+    /// Warmup, then the peak for the rest of the run (the published runs).
+    #[default]
+    Constant,
+    /// Warmup, then cosine decay to 0 at the last iteration.
+    Cosine,
+}
+
+/// `rl.init` naming the whole pipeline: cold start and SFT first, then RL from SFT's model.
+pub const COLDSTART_INIT: &str = "coldstart";
+
+/// Reinforcement learning: the loop, the PPO objective, the optimizer. Defaults are the
+/// published runs' (spec §4) where they apply.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RlSection {
+    /// Where the run starts: empty for `model.path`, a checkpoint or Hugging Face folder, a
+    /// GGUF file, the embedded default's name, or `coldstart` (cold start and SFT first).
+    pub init: String,
+    /// Iterations (one rollout collection and one update each).
+    pub iterations: usize,
+    /// Training games per iteration; each is played `rollout.group_size` times.
+    pub tasks_per_iter: usize,
+    /// Passes over an iteration's step samples.
+    pub ppo_epochs: usize,
+    /// Step samples per optimizer step (the loss is the token mean over them).
+    pub mini_batch: usize,
+    /// Rows per forward/backward pass (gradients accumulate over a mini-batch).
+    pub micro_batch: usize,
+    /// The ratio is clipped to `[1 - clip_low, 1 + clip_high]`.
+    pub clip_low: f64,
+    pub clip_high: f64,
+    /// Dual clip for negative advantages (verl's `clip_ratio_c`, > 1); 0 turns it off.
+    pub clip_ratio_c: f64,
+    /// Weight of the k3 KL to the frozen starting model (0: no reference pass).
+    pub kl_coef: f64,
+    /// The k3 estimate is clamped to `[-kl_clamp, kl_clamp]`.
+    pub kl_clamp: f64,
+    pub entropy_coef: f64,
+    /// Peak learning rate.
+    pub lr: f64,
+    /// Share of the iterations spent warming up linearly.
+    pub warmup_ratio: f64,
+    pub schedule: LrSchedule,
+    pub weight_decay: f64,
+    /// Global gradient-norm clip (0: none).
+    pub max_grad_norm: f64,
+    /// LoRA rank; 0 trains every weight.
+    pub lora_rank: usize,
+    pub lora_alpha: f64,
+    /// The projections LoRA adapts (`q_proj`, `k_proj`, `v_proj`, `o_proj`, `gate_proj`,
+    /// `up_proj`, `down_proj`).
+    pub lora_targets: Vec<String>,
+    /// Evaluate on the level's test games every this many iterations (0: never).
+    pub eval_every: usize,
+    /// Episodes of those evaluations (absent: every test game once).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub eval_episodes: Option<usize>,
+    /// Save a checkpoint every this many iterations (0: only at the end).
+    pub save_every: usize,
+    /// Updates in a row with a non-finite loss or gradient before the run stops.
+    pub max_bad_updates: usize,
+}
+
+impl Default for RlSection {
+    fn default() -> Self {
+        RlSection {
+            init: String::new(),
+            iterations: 100,
+            tasks_per_iter: 16,
+            ppo_epochs: 1,
+            mini_batch: 256,
+            micro_batch: 8,
+            clip_low: 0.2,
+            clip_high: 0.2,
+            clip_ratio_c: 3.0,
+            kl_coef: 0.01,
+            kl_clamp: 10.0,
+            entropy_coef: 0.001,
+            lr: 1e-6,
+            warmup_ratio: 0.0,
+            schedule: LrSchedule::Constant,
+            weight_decay: 0.01,
+            max_grad_norm: 1.0,
+            lora_rank: 0,
+            lora_alpha: 32.0,
+            lora_targets: ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+                .map(String::from)
+                .to_vec(),
+            eval_every: 10,
+            eval_episodes: None,
+            save_every: 10,
+            max_bad_updates: 3,
+        }
+    }
+}
+
+impl RlSection {
+    /// The PPO objective's settings.
+    pub fn loss_config(&self) -> policy::ppo::PpoLossConfig {
+        policy::ppo::PpoLossConfig {
+            clip_low: self.clip_low,
+            clip_high: self.clip_high,
+            clip_ratio_c: (self.clip_ratio_c > 0.0).then_some(self.clip_ratio_c),
+            kl_coef: self.kl_coef,
+            kl_clamp: self.kl_clamp,
+            entropy_coef: self.entropy_coef,
+        }
+    }
+
+    /// The LoRA adapter to train, or `None` for a full fine-tune.
+    pub fn lora_config(&self) -> Result<Option<policy::LoraConfig>> {
+        if self.lora_rank == 0 {
+            return Ok(None);
+        }
+        let targets = self
+            .lora_targets
+            .iter()
+            .map(|name| {
+                policy::TargetModule::ALL
+                    .into_iter()
+                    .find(|t| t.hf_name() == name)
+                    .ok_or_else(|| {
+                        TrainerError::value(
+                            "rl.lora_targets",
+                            format!("unknown projection {name:?} (q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj)"),
+                        )
+                    })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let cfg = policy::LoraConfig::new(self.lora_rank, self.lora_alpha, targets);
+        cfg.validate()
+            .map_err(|e| TrainerError::value("rl.lora_rank", e.to_string()))?;
+        Ok(Some(cfg))
+    }
+
+    /// The learning rate of 0-based iteration `iteration`.
+    pub fn learning_rate(&self, iteration: usize) -> f64 {
+        let warmup = (self.warmup_ratio * self.iterations as f64).ceil() as usize;
+        match self.schedule {
+            LrSchedule::Cosine => crate::sft::learning_rate(iteration, self.iterations, warmup, self.lr),
+            LrSchedule::Constant if iteration < warmup => self.lr * (iteration + 1) as f64 / warmup as f64,
+            LrSchedule::Constant => self.lr,
+        }
+    }
+
+    fn validate(&self) -> Result<()> {
+        positive("rl.iterations", self.iterations)?;
+        positive("rl.tasks_per_iter", self.tasks_per_iter)?;
+        positive("rl.ppo_epochs", self.ppo_epochs)?;
+        positive("rl.mini_batch", self.mini_batch)?;
+        positive("rl.micro_batch", self.micro_batch)?;
+        in_range("rl.clip_low", self.clip_low, 0.0, 1.0)?;
+        non_negative("rl.clip_high", self.clip_high)?;
+        if self.clip_ratio_c != 0.0 && !(self.clip_ratio_c.is_finite() && self.clip_ratio_c > 1.0) {
+            return Err(TrainerError::value(
+                "rl.clip_ratio_c",
+                format!("must be 0 (off) or a finite number > 1, got {}", self.clip_ratio_c),
+            ));
+        }
+        non_negative("rl.kl_coef", self.kl_coef)?;
+        if !(self.kl_clamp.is_finite() && self.kl_clamp > 0.0) {
+            return Err(TrainerError::value(
+                "rl.kl_clamp",
+                format!("must be a finite number > 0, got {}", self.kl_clamp),
+            ));
+        }
+        non_negative("rl.entropy_coef", self.entropy_coef)?;
+        if !(self.lr.is_finite() && self.lr > 0.0) {
+            return Err(TrainerError::value(
+                "rl.lr",
+                format!("must be a finite number > 0, got {}", self.lr),
+            ));
+        }
+        in_range("rl.warmup_ratio", self.warmup_ratio, 0.0, 1.0)?;
+        non_negative("rl.weight_decay", self.weight_decay)?;
+        non_negative("rl.max_grad_norm", self.max_grad_norm)?;
+        if self.lora_rank > 0 {
+            non_negative("rl.lora_alpha", self.lora_alpha)?;
+            self.lora_config()?;
+        }
+        if let Some(n) = self.eval_episodes {
+            positive("rl.eval_episodes", n)?;
+        }
+        positive("rl.max_bad_updates", self.max_bad_updates)?;
+        Ok(())
+    }
+}
+
 fn positive(key: &str, value: usize) -> Result<()> {
     if value == 0 {
         return Err(TrainerError::value(key, "must be at least 1, got 0"));
@@ -358,6 +557,13 @@ impl RunConfig {
         positive("sft.max_seq_len", s.max_seq_len)?;
         positive("sft.log_every", s.log_every)?;
         non_negative("sft.prompt_loss_weight", s.prompt_loss_weight)?;
+        self.rl.validate()?;
+        self.reward
+            .validate()
+            .map_err(|e| TrainerError::value(&format!("reward.{}", e.key), e.to_string()))?;
+        self.advantage
+            .validate()
+            .map_err(|e| TrainerError::value("advantage", e.to_string()))?;
         Ok(())
     }
 

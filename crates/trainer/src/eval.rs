@@ -8,7 +8,7 @@ use rand::seq::SliceRandom;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use rlvmr_core::metrics::{self, EpisodeMetricsInput, Metrics, StepMetricsInput};
-use rlvmr_core::{compute_rewards, EpisodeFacts, RewardConfig, StepFacts};
+use rlvmr_core::{compute_rewards, RewardConfig};
 use serde::Serialize;
 
 use crate::agent::Policy;
@@ -76,22 +76,7 @@ pub struct Summary {
 
 /// Meta-reasoning rewards of each step under the default (reference) rules.
 fn mr_rewards(episode: &EpisodeRecord) -> Vec<f64> {
-    let facts = EpisodeFacts {
-        uid: &episode.uid,
-        won: episode.won,
-        steps: episode
-            .steps
-            .iter()
-            .map(|s| StepFacts {
-                format_valid: s.format_valid,
-                tag: s.tag,
-                action: &s.action,
-                admissible: s.admissible.unwrap_or(true),
-                observation: &s.observation,
-            })
-            .collect(),
-    };
-    compute_rewards(&RewardConfig::default(), &facts)
+    compute_rewards(&RewardConfig::default(), &episode.facts())
         .steps
         .iter()
         .map(|r| r.mr_reward)

@@ -3,7 +3,7 @@
 //! An [`EpisodeRecord`] serialises to one JSON line that `rlvmr score` reads as is
 //! (`uid`, `won`, `steps[].observation`, `steps[].admissible_actions`, `steps[].output`).
 
-use rlvmr_core::Tag;
+use rlvmr_core::{EpisodeFacts, StepFacts, Tag};
 use serde::{Deserialize, Serialize};
 
 /// One task of an environment: a game (ALFWorld: its path in the data) and its type label.
@@ -87,5 +87,25 @@ impl EpisodeRecord {
     /// Tokens the policy generated in this episode.
     pub fn generated_tokens(&self) -> usize {
         self.steps.iter().map(|s| s.response_ids.len()).sum()
+    }
+
+    /// What the reward rules read. A step of an environment without an admissible list
+    /// counts as admissible.
+    pub fn facts(&self) -> EpisodeFacts<'_> {
+        EpisodeFacts {
+            uid: &self.uid,
+            won: self.won,
+            steps: self
+                .steps
+                .iter()
+                .map(|s| StepFacts {
+                    format_valid: s.format_valid,
+                    tag: s.tag,
+                    action: &s.action,
+                    admissible: s.admissible.unwrap_or(true),
+                    observation: &s.observation,
+                })
+                .collect(),
+        }
     }
 }

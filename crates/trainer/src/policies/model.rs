@@ -1,5 +1,7 @@
 //! An LLM as a policy: each turn's prompt goes through the chat template and every running
 //! episode is sampled in one KV-cached batch (`policy::sample::sample_batch_with`).
+//! Every rollout samples from its own stream, seeded by its rollout seed and the step, so
+//! its tokens do not depend on which other episodes share its batch.
 //!
 //! The recorded output is the decoded text of exactly the sampled tokens (a reply cut at
 //! the `</action>` stop string keeps it), so output, response ids and log-probs agree.
@@ -44,17 +46,28 @@ impl Default for ModelPolicyOptions {
 
 pub struct ModelPolicy {
     name: String,
-    model: Llama,
     inference: InferenceModel,
     tokenizer: Tokenizer,
     options: ModelPolicyOptions,
-    calls: u64,
+    /// The rollout seed of the episode in each slot.
+    rollout_seeds: Vec<u64>,
 }
 
 impl ModelPolicy {
     pub fn new(
         name: impl Into<String>,
         model: Llama,
+        tokenizer: Tokenizer,
+        options: ModelPolicyOptions,
+    ) -> Result<Self> {
+        Self::sampling(name, &model, tokenizer, options)
+    }
+
+    /// A policy sampling from `model`'s current weights: the inference view (it shares the
+    /// weights), or a Q8_0 copy made now when `options.quantized_decode` is set.
+    pub fn sampling(
+        name: impl Into<String>,
+        model: &Llama,
         tokenizer: Tokenizer,
         options: ModelPolicyOptions,
     ) -> Result<Self> {
@@ -65,21 +78,21 @@ impl ModelPolicy {
         };
         Ok(ModelPolicy {
             name: name.into(),
-            model,
             inference,
             tokenizer,
             options,
-            calls: 0,
+            rollout_seeds: Vec::new(),
         })
     }
 
-    fn sample_options(&self, seed: u64) -> SampleOptions {
+    fn sample_options(&self, row_seeds: Vec<u64>) -> SampleOptions {
         SampleOptions {
             max_new_tokens: self.options.max_new_tokens,
             temperature: self.options.temperature,
             top_k: self.options.top_k,
             top_p: self.options.top_p,
-            seed,
+            seed: self.options.seed,
+            row_seeds,
             stop_strings: vec!["</action>".to_string()],
             ..SampleOptions::chat_defaults(&self.tokenizer)
         }
@@ -89,7 +102,7 @@ impl ModelPolicy {
     fn encode(&self, turn: &Turn) -> Result<Vec<u32>, String> {
         let text = apply_chatml(&[ChatMessage::user(turn.prompt)], true);
         let ids = self.tokenizer.encode(&text).map_err(|e| e.to_string())?;
-        let context = self.model.config().max_position;
+        let context = self.inference.config().max_position;
         if ids.len() >= context {
             return Err(format!(
                 "prompt of {} tokens does not fit the context length {context}",
@@ -105,7 +118,11 @@ impl Policy for ModelPolicy {
         self.name.clone()
     }
 
-    fn start_episode(&mut self, _slot: usize, _spec: &EpisodeSpec) -> Result<()> {
+    fn start_episode(&mut self, slot: usize, spec: &EpisodeSpec) -> Result<()> {
+        if self.rollout_seeds.len() <= slot {
+            self.rollout_seeds.resize(slot + 1, 0);
+        }
+        self.rollout_seeds[slot] = mix(self.options.seed, spec.rollout_seed);
         Ok(())
     }
 
@@ -118,8 +135,14 @@ impl Policy for ModelPolicy {
                 .iter()
                 .filter_map(|&i| encoded[i].as_ref().ok().cloned())
                 .collect();
-            self.calls += 1;
-            let opts = self.sample_options(mix(self.options.seed, self.calls));
+            let row_seeds = chunk
+                .iter()
+                .map(|&i| {
+                    let rollout = self.rollout_seeds.get(turns[i].slot).copied().unwrap_or(0);
+                    mix(rollout, turns[i].step as u64)
+                })
+                .collect();
+            let opts = self.sample_options(row_seeds);
             let sampled = sample_batch_with(&self.inference, &self.tokenizer, &prompts, &opts)?;
             for ((&i, prompt_ids), s) in chunk.iter().zip(prompts).zip(sampled) {
                 let output = self.tokenizer.decode(&s.ids, true)?;

@@ -1,0 +1,243 @@
+//! The RL loop on a toy environment a tiny model can master: a hall with four doors, one of
+//! which opens (door 3). A model fine-tuned on uniformly random choices wins about a quarter
+//! of its one-step episodes; GRPO-MR must raise that to nearly every episode in a few
+//! iterations, and the same run with the outcome's sign flipped must drive it down instead.
+
+use std::path::{Path, PathBuf};
+
+use rlvmr_core::{Env, EnvError, PromptEnv, StepResult};
+use trainer::coldstart::SftSample;
+use trainer::collector::{collect, grouped_specs};
+use trainer::config::RunConfig;
+use trainer::envs::EnvProvider;
+use trainer::policies::RandomPolicy;
+use trainer::record::TaskRef;
+use trainer::rl::update::{ppo_update, reply_logprobs, Sample, UpdateOptions};
+use trainer::RunDir;
+
+const WINNING: &str = "open door 3";
+
+struct Doors {
+    task: String,
+    last: String,
+}
+
+impl Doors {
+    fn result(&self, observation: &str, won: bool) -> StepResult {
+        StepResult {
+            observation: observation.into(),
+            admissible_actions: Some((1..=4).map(|d| format!("open door {d}")).collect()),
+            won,
+            done: won,
+            score: if won { 1.0 } else { 0.0 },
+        }
+    }
+}
+
+impl Env for Doors {
+    fn reset(&mut self) -> Result<StepResult, EnvError> {
+        self.last = "You are in a hall with four doors.".into();
+        Ok(self.result(&self.last.clone(), false))
+    }
+    fn step(&mut self, command: &str) -> Result<StepResult, EnvError> {
+        let won = command == WINNING;
+        self.last = if won { "The door opens." } else { "The door is locked." }.into();
+        Ok(self.result(&self.last.clone(), won))
+    }
+    fn task(&self) -> &str {
+        &self.task
+    }
+    fn anchor(&self) -> String {
+        self.last.clone()
+    }
+}
+
+struct DoorsProvider;
+
+impl EnvProvider for DoorsProvider {
+    fn name(&self) -> &'static str {
+        "alfworld"
+    }
+    fn prompt_env(&self) -> PromptEnv {
+        PromptEnv::AlfWorld
+    }
+    fn train_tasks(&self) -> Vec<TaskRef> {
+        (0..4)
+            .map(|i| TaskRef { game: format!("hall-{i}"), task_type: "pick".into() })
+            .collect()
+    }
+    fn test_tasks(&self) -> Vec<TaskRef> {
+        self.train_tasks()
+    }
+    fn make(&self, _: &TaskRef, _: u64, _: usize) -> Result<Box<dyn Env + Send>, EnvError> {
+        Ok(Box::new(Doors { task: "leave the hall.".into(), last: String::new() }))
+    }
+}
+
+fn scratch_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("rl-test-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    dir
+}
+
+/// One-step episodes, a tiny model, GRPO-MR with no KL or entropy term.
+fn toy_config() -> RunConfig {
+    RunConfig::from_toml(
+        r#"
+[run]
+seed = 7
+[env]
+max_steps = 1
+[model]
+path = "scratch"
+[scratch]
+vocab_size = 320
+hidden_size = 32
+intermediate_size = 64
+num_layers = 2
+num_heads = 2
+num_kv_heads = 1
+max_position = 512
+[prompt]
+compact = true
+instructions = false
+recent_outputs = 0
+[rollout]
+group_size = 8
+max_new_tokens = 96
+[sft]
+epochs = 30
+lr = 1e-2
+warmup_ratio = 0.1
+batch_size = 8
+grad_accum = 1
+log_every = 100
+prompt_loss_weight = 1.0
+[rl]
+iterations = 12
+tasks_per_iter = 4
+mini_batch = 32
+micro_batch = 16
+lr = 2e-3
+kl_coef = 0.0
+entropy_coef = 0.0
+eval_every = 12
+eval_episodes = 32
+save_every = 0
+"#,
+    )
+    .unwrap()
+}
+
+/// A model fine-tuned on uniformly random (tagged) choices of a door: the chance baseline.
+fn chance_model(config: &RunConfig, dir: &Path) -> PathBuf {
+    let provider = DoorsProvider;
+    let tasks: Vec<TaskRef> = (0..64).map(|i| provider.train_tasks()[i % 4].clone()).collect();
+    let specs = grouped_specs(&tasks, 1, 11);
+    let played = collect(&provider, &mut RandomPolicy::new(), &specs, &config.collector_options()).unwrap();
+    let samples: Vec<SftSample> = played
+        .episodes
+        .iter()
+        .flat_map(|e| &e.steps)
+        .map(|s| SftSample { prompt: s.prompt.clone(), response: s.output.clone() })
+        .collect();
+    let (model, tokenizer) = trainer::sft::initial_model(config, &samples, None).unwrap();
+    let run = RunDir::create(&dir.join("sft"), config).unwrap();
+    trainer::sft::train(config, &model, &tokenizer, &samples, &run, None).unwrap().final_dir
+}
+
+fn train(config: &RunConfig, out: &Path) -> trainer::rl::RlReport {
+    trainer::rl::train_on(config, &DoorsProvider, out, false).unwrap()
+}
+
+#[test]
+fn grpo_mr_learns_the_door_and_a_flipped_outcome_unlearns_it() {
+    let dir = scratch_dir("doors");
+    let mut config = toy_config();
+    let init = chance_model(&config, &dir);
+    config.rl.init = init.display().to_string();
+
+    let report = train(&config, &dir.join("rlvmr"));
+    let success: Vec<f64> = report.lines.iter().map(|l| l.success).collect();
+    eprintln!("GRPO-MR success per iteration: {success:?}");
+    assert!(
+        (0.05..=0.5).contains(&success[0]),
+        "the fine-tuned model should start near chance (25%): {success:?}"
+    );
+    // Sampled at temperature 1 a tiny model still babbles now and then; evaluated at the
+    // published 0.4 it opens the right door nearly every time.
+    let eval = report.evals.last().unwrap().eval.overall.success_rate;
+    assert!(eval >= 0.9, "GRPO-MR should master the door: eval {eval}, training {success:?}");
+    assert!(success[success.len() - 1] > 2.0 * success[0], "{success:?}");
+
+    // The same run rewarding failure instead of success: the advantage's sign flips, and
+    // success must fall below the start.
+    let mut flipped = config.clone();
+    flipped.reward.success_reward = -10.0;
+    let report = train(&flipped, &dir.join("flipped"));
+    let success: Vec<f64> = report.lines.iter().map(|l| l.success).collect();
+    eprintln!("flipped-outcome success per iteration: {success:?}");
+    let eval = report.evals.last().unwrap().eval.overall.success_rate;
+    assert!(eval <= 0.05 && success[success.len() - 1] <= 0.1, "eval {eval}, training {success:?}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+fn samples_of(model_dir: &Path, n: usize) -> (policy::Llama, Vec<Sample>) {
+    let (model, tokenizer) = trainer::sft::load_model(&model_dir.display().to_string()).unwrap();
+    let samples = (0..n)
+        .map(|i| Sample {
+            prompt: tokenizer.encode(&format!("<|im_start|>user\nopen a door, {i}<|im_end|>\n")).unwrap(),
+            response: tokenizer.encode(&format!("<monitor>door {}</monitor><action>{WINNING}</action>", i % 4)).unwrap(),
+            advantage: if i % 2 == 0 { 1.0 } else { -1.0 },
+            sampled: Vec::new(),
+            old: Vec::new(),
+            reference: Vec::new(),
+        })
+        .collect();
+    (model, samples)
+}
+
+#[test]
+fn equal_weights_give_ratio_one_and_zero_kl_and_a_nan_update_is_skipped() {
+    let dir = scratch_dir("update");
+    let config = toy_config();
+    let init = chance_model(&config, &dir);
+    let (model, mut samples) = samples_of(&init, 12);
+    let old = reply_logprobs(&model, &samples, 5, 0).unwrap();
+    for (s, lp) in samples.iter_mut().zip(old) {
+        s.reference = lp.clone();
+        s.old = lp;
+    }
+    let loss = trainer::config::RlSection { kl_coef: 0.5, ..config.rl.clone() }.loss_config();
+    let mut opt = policy::AdamW::for_model(&model, policy::AdamWConfig { lr: 1e-3, ..Default::default() }).unwrap();
+    let options = |max_bad| UpdateOptions {
+        loss: &loss,
+        epochs: 1,
+        mini_batch: 12,
+        micro_batch: 5,
+        max_grad_norm: 1.0,
+        pad: 0,
+        seed: 1,
+        bad_streak: 0,
+        max_bad_updates: max_bad,
+    };
+    // One mini-batch over every sample, taken at the weights the old and reference
+    // log-probs came from (micro-batches of other sizes than theirs): ratio 1, KL 0.
+    let stats = ppo_update(&model, &mut opt, &samples, &options(3)).unwrap().unwrap();
+    assert_eq!(stats.updates, 1);
+    assert!(stats.terms.ratio_dev / stats.terms.tokens < 1e-6, "{:?}", stats.terms);
+    assert!(stats.terms.kl.abs() / stats.terms.tokens < 1e-9, "{:?}", stats.terms);
+    assert_eq!(stats.terms.clipped, 0.0);
+
+    // A non-finite advantage makes the loss NaN: the update is skipped, the weights stay.
+    let before = model.named_vars()[1].1.as_tensor().flatten_all().unwrap().to_vec1::<f32>().unwrap();
+    samples[3].advantage = f32::NAN;
+    let stats = ppo_update(&model, &mut opt, &samples, &options(3)).unwrap().unwrap();
+    assert_eq!((stats.updates, stats.skipped, stats.bad_streak), (0, 1, 1));
+    let after = model.named_vars()[1].1.as_tensor().flatten_all().unwrap().to_vec1::<f32>().unwrap();
+    assert_eq!(before, after);
+    // The streak carries over and stops at max_bad_updates.
+    let stopped = ppo_update(&model, &mut opt, &samples, &UpdateOptions { bad_streak: 1, ..options(2) }).unwrap();
+    assert_eq!(stopped.unwrap_err().streak, 2);
+    let _ = std::fs::remove_dir_all(&dir);
+}
