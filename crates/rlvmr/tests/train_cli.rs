@@ -1,0 +1,253 @@
+//! `rlvmr train` end to end on the smoke preset: the run directory, exact resume after a
+//! SIGKILL of the real process, and clear errors for bad input.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn zip() -> PathBuf {
+    repo().join("../shared/alfworld/json_2.1.1.zip")
+}
+
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("rlvmr-train-cli-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn command(args: &[&str]) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_rlvmr"));
+    cmd.args(args)
+        .env("ALFWORLD_DATA", zip())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    cmd
+}
+
+fn rlvmr(args: &[&str]) -> (i32, String, String) {
+    let out = command(args).output().unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into(),
+        String::from_utf8_lossy(&out.stderr).into(),
+    )
+}
+
+/// The smoke preset with `iterations` iterations, written into `dir`.
+fn smoke_config(dir: &Path, iterations: usize) -> PathBuf {
+    let text = std::fs::read_to_string(repo().join("configs/smoke.toml")).unwrap();
+    let text = text.replace("iterations = 2", &format!("iterations = {iterations}"));
+    let path = dir.join("smoke.toml");
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+fn json_lines(path: &Path) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+/// metrics.jsonl without the speed figures (the only part allowed to differ between runs).
+fn metrics_without_time(dir: &Path) -> Vec<serde_json::Value> {
+    json_lines(&dir.join("metrics.jsonl"))
+        .into_iter()
+        .map(|mut line| {
+            line.as_object_mut().unwrap().remove("time");
+            if let Some(eval) = line.get_mut("eval") {
+                eval.as_object_mut().unwrap().remove("time");
+            }
+            line
+        })
+        .collect()
+}
+
+#[test]
+fn the_smoke_preset_writes_metrics_rollouts_checkpoints_and_the_final_model() {
+    let dir = scratch("smoke");
+    let out = dir.join("run");
+    let config = repo().join("configs/smoke.toml");
+    let (code, stdout, err) = rlvmr(&["train", "--config", config.to_str().unwrap(), "--out", out.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    assert!(stdout.contains("| training, iteration 2 |") && stdout.contains("| eval L2, iteration 2 |"), "{stdout}");
+
+    let lines = json_lines(&out.join("metrics.jsonl"));
+    let iterations: Vec<_> = lines.iter().filter(|l| l.get("eval").is_none()).collect();
+    assert_eq!(iterations.len(), 2);
+    for key in [
+        "success", "success_by_type", "rewards", "tag_mix", "invalid_rate", "inadmissible_rate",
+        "repetitive_rate", "avg_actions", "response_length", "kl", "entropy", "clip_fraction",
+        "logprob_gap_mean", "logprob_gap_max", "grad_norm", "lr", "tokens", "time",
+    ] {
+        assert!(iterations[0].get(key).is_some(), "no {key} in {}", iterations[0]);
+    }
+    for phase in ["rollout", "scoring", "logprobs", "update"] {
+        assert!(iterations[0]["time"]["seconds"][phase].is_number());
+    }
+    for kind in ["outcome", "format", "planning", "exploration", "reflection", "monitor"] {
+        assert!(iterations[0]["rewards"][kind].is_number());
+    }
+    let evals: Vec<_> = lines.iter().filter(|l| l.get("eval").is_some()).collect();
+    assert_eq!(evals.len(), 1);
+    assert_eq!(evals[0]["iteration"], 2);
+    assert_eq!(evals[0]["eval"]["episodes"], 4);
+
+    // Rollouts in `rlvmr score`'s schema, with the advantage each step was trained with.
+    for n in ["0001", "0002"] {
+        let gz = std::fs::read(out.join(format!("rollouts/{n}.jsonl.gz"))).unwrap();
+        let mut text = String::new();
+        std::io::Read::read_to_string(&mut flate2::read::GzDecoder::new(&gz[..]), &mut text).unwrap();
+        let episodes: Vec<serde_json::Value> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+        assert_eq!(episodes.len(), 8, "2 games x 4 rollouts");
+        let uids: std::collections::BTreeSet<_> = episodes.iter().map(|e| e["uid"].as_str().unwrap().to_string()).collect();
+        assert_eq!(uids.len(), 2);
+        let step = &episodes[0]["steps"][0];
+        for key in ["format_valid", "tag", "action", "admissible", "reward", "mr_reward", "advantage", "output", "observation"] {
+            assert!(step.get(key).is_some(), "no {key} in a rollout step");
+        }
+        assert!(episodes[0]["metrics"]["success_rate"].is_number());
+    }
+    for n in ["0001", "0002"] {
+        let ckpt = out.join(format!("checkpoints/iter-{n}"));
+        for file in ["model.safetensors", "optimizer/optimizer.safetensors", "rl_state.json", "rlvmr.toml"] {
+            assert!(ckpt.join(file).is_file(), "{} missing", ckpt.join(file).display());
+        }
+    }
+    // The final model is one `rlvmr eval` reads with its own prompt settings.
+    let (code, stdout, err) = rlvmr(&[
+        "eval", "--env", "alfworld", "--split", "L2", "--policy", out.join("final").to_str().unwrap(),
+        "--episodes", "2", "--max-steps", "2", "--out", dir.join("eval").to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(stdout.contains("| all | 2 |"), "{stdout}");
+
+    // A folder whose tokenizer (the smoke model's 512 tokens) does not match its weights
+    // (the tiny Qwen2 fixture's 276 rows): a clear error naming the folder, before any rollout.
+    let mismatched = dir.join("mismatched");
+    std::fs::create_dir_all(&mismatched).unwrap();
+    let fixture = repo().join("crates/policy/tests/fixtures/qwen2-tiny-tied");
+    for entry in std::fs::read_dir(&fixture).unwrap() {
+        let entry = entry.unwrap();
+        std::fs::copy(entry.path(), mismatched.join(entry.file_name())).unwrap();
+    }
+    std::fs::copy(out.join("final/tokenizer.json"), mismatched.join("tokenizer.json")).unwrap();
+    let run = dir.join("mismatched-run");
+    let (code, _, err) = rlvmr(&[
+        "train", "--config", config.to_str().unwrap(), "--init", mismatched.to_str().unwrap(),
+        "--out", run.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("tokenizer mismatch") && err.contains(mismatched.to_str().unwrap()), "{err}");
+    assert!(!run.join("rollouts").exists());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+fn wait_for(child: &mut Child, path: &Path, limit: Duration) -> bool {
+    let started = Instant::now();
+    while started.elapsed() < limit {
+        if path.exists() {
+            return true;
+        }
+        if child.try_wait().unwrap().is_some() {
+            return path.exists();
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    false
+}
+
+fn kill(mut child: Child) {
+    // SIGKILL: no destructor, no flush.
+    let _ = child.kill();
+    child.wait().unwrap();
+}
+
+#[test]
+fn a_run_killed_twice_and_resumed_ends_exactly_as_an_uninterrupted_one() {
+    let dir = scratch("resume");
+    let config = smoke_config(&dir, 4);
+    let config = config.to_str().unwrap();
+    let (whole, broken) = (dir.join("whole"), dir.join("broken"));
+    let (code, _, err) = rlvmr(&["train", "--config", config, "--out", whole.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+
+    // Killed right after its first checkpoint ...
+    let mut child = command(&["train", "--config", config, "--out", broken.to_str().unwrap()]).spawn().unwrap();
+    let first = broken.join("checkpoints/iter-0001/rl_state.json");
+    assert!(wait_for(&mut child, &first, Duration::from_secs(120)), "no checkpoint appeared");
+    kill(child);
+    assert!(!broken.join("final").exists(), "the run ended before it was killed");
+    // ... then resumed and killed again at an arbitrary moment of the rollouts or updates ...
+    let mut child = command(&["train", "--resume", broken.to_str().unwrap()]).spawn().unwrap();
+    let third = broken.join("rollouts/0003.jsonl.gz");
+    assert!(wait_for(&mut child, &third, Duration::from_secs(120)));
+    kill(child);
+    // ... and resumed to the end.
+    let (code, _, err) = rlvmr(&["train", "--resume", broken.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("resuming after iteration"), "{err}");
+
+    assert_eq!(metrics_without_time(&whole), metrics_without_time(&broken));
+    let weights = |d: &Path| std::fs::read(d.join("final/model.safetensors")).unwrap();
+    assert!(weights(&whole) == weights(&broken), "final weights differ");
+    for n in 1..=4 {
+        let name = format!("rollouts/{n:04}.jsonl.gz");
+        assert_eq!(std::fs::read(whole.join(&name)).unwrap(), std::fs::read(broken.join(&name)).unwrap(), "{name}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn bad_input_is_named_before_any_rollout() {
+    let dir = scratch("bad");
+    let smoke = repo().join("configs/smoke.toml");
+    let smoke = smoke.to_str().unwrap();
+
+    let missing = dir.join("no-such-checkpoint");
+    let (code, _, err) = rlvmr(&["train", "--config", smoke, "--init", missing.to_str().unwrap(), "--out", dir.join("a").to_str().unwrap()]);
+    assert_eq!(code, 2);
+    assert!(err.contains("no-such-checkpoint"), "{err}");
+    assert!(!dir.join("a/rollouts").exists());
+
+    // An output directory that cannot be made (its parent is a file).
+    std::fs::write(dir.join("file"), "x").unwrap();
+    let under_file = dir.join("file/run");
+    let (code, _, err) = rlvmr(&["train", "--config", smoke, "--out", under_file.to_str().unwrap()]);
+    assert_eq!(code, 2);
+    assert!(err.contains("file/run"), "{err}");
+
+    // A full disk: the run's config.toml lands on /dev/full.
+    let full = dir.join("full");
+    std::fs::create_dir_all(&full).unwrap();
+    std::os::unix::fs::symlink("/dev/full", full.join("config.toml")).unwrap();
+    let (code, _, err) = rlvmr(&["train", "--config", smoke, "--out", full.to_str().unwrap()]);
+    assert_eq!(code, 2);
+    assert!(err.contains("config.toml") && err.to_lowercase().contains("space"), "{err}");
+    assert!(!full.join("rollouts").exists() && !full.join("coldstart").exists());
+
+    let (code, _, err) = rlvmr(&["train", "--config", smoke, "--algo", "ppo"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("ppo"), "{err}");
+
+    let bad = dir.join("bad.toml");
+    std::fs::write(&bad, "[rl]\nmini_batch = 0\n").unwrap();
+    let (code, _, err) = rlvmr(&["train", "--config", bad.to_str().unwrap()]);
+    assert_eq!(code, 2);
+    assert!(err.contains("rl.mini_batch"), "{err}");
+    std::fs::write(&bad, "[rl]\nkl_coeff = 0.1\n").unwrap();
+    let (_, _, err) = rlvmr(&["train", "--config", bad.to_str().unwrap()]);
+    assert!(err.contains("kl_coeff"), "{err}");
+
+    let (code, _, err) = rlvmr(&["train", "--resume", dir.to_str().unwrap()]);
+    assert_eq!(code, 2);
+    assert!(err.contains("not a run directory"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
