@@ -182,6 +182,30 @@ fn grpo_mr_learns_the_door_and_a_flipped_outcome_unlearns_it() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+#[test]
+fn lora_learns_the_door_with_the_adapter_off_base_as_reference() {
+    let dir = scratch_dir("lora");
+    let mut config = toy_config();
+    config.rl.init = chance_model(&config, &dir).display().to_string();
+    config.rl.lora_rank = 8;
+    config.rl.lora_alpha = 16.0;
+    config.rl.lr = 1e-2;
+    config.rl.kl_coef = 0.01;
+    let report = train(&config, &dir.join("lora"));
+    let success: Vec<f64> = report.lines.iter().map(|l| l.success).collect();
+    let kl: Vec<f64> = report.lines.iter().map(|l| l.kl).collect();
+    eprintln!("LoRA success per iteration: {success:?}, KL {kl:?}");
+    // The reference is the base without the adapter: the KL starts at 0 and grows as the
+    // adapter moves away from it.
+    assert!(kl[0] < 1e-3 && kl[kl.len() - 1] > kl[0], "{kl:?}");
+    let eval = report.evals.last().unwrap().eval.overall.success_rate;
+    assert!(eval >= 0.9, "eval {eval}, training {success:?}");
+    // The checkpoint holds the adapter; the final folder the merged model.
+    assert!(dir.join("lora/checkpoints/iter-0012/adapter_model.safetensors").is_file());
+    assert!(report.final_dir.join("model.safetensors").is_file());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 fn samples_of(model_dir: &Path, n: usize) -> (policy::Llama, Vec<Sample>) {
     let (model, tokenizer) = trainer::sft::load_model(&model_dir.display().to_string()).unwrap();
     let samples = (0..n)

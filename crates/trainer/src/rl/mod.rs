@@ -196,6 +196,10 @@ fn resolve_init(config: &RunConfig, dir: &RunDir) -> Result<String> {
         eprintln!("reusing the finished SFT model {}", final_dir.display());
         return Ok(final_dir.display().to_string());
     }
+    if config.model.path != crate::config::SCRATCH_MODEL {
+        // A model that cannot load fails now, not after the demonstrations are played.
+        policy::assets::resolve_model(&config.model.path)?;
+    }
     let coldstart_dir = dir.file("coldstart");
     eprintln!("cold start: {} expert demonstrations into {}", config.coldstart.episodes, coldstart_dir.display());
     crate::runner::run_coldstart(config, &coldstart_dir)?;
