@@ -15,6 +15,7 @@ mod eval_cmd;
 mod model_cmd;
 mod sft_cmd;
 mod train_cmd;
+mod report_cmd;
 mod jsonl;
 mod score;
 mod sciworld_cmd;
@@ -77,6 +78,8 @@ enum Command {
     Sft(sft_cmd::SftArgs),
     /// Reinforcement learning: GRPO-MR (RLVMR) or a baseline, with checkpoints and resume.
     Train(train_cmd::TrainArgs),
+    /// Charts (PNG) and the final table of one or more `rlvmr train` runs, overlaid.
+    Report(report_cmd::ReportArgs),
     /// ALFWorld: replay, play, expert, benchmark.
     Alfworld {
         #[command(subcommand)]
@@ -307,6 +310,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Command::Coldstart(args) => coldstart_cmd::run(args),
         Command::Sft(args) => sft_cmd::run(args),
         Command::Train(args) => train_cmd::run(args),
+        Command::Report(args) => report_cmd::run(args),
         Command::Sciworld { command } => sciworld_cmd::run(command),
         Command::Alfworld { command } => match command {
             AlfworldCommand::Replay { data } => replay(&data),

@@ -121,6 +121,19 @@ fn the_smoke_preset_writes_metrics_rollouts_checkpoints_and_the_final_model() {
             assert!(ckpt.join(file).is_file(), "{} missing", ckpt.join(file).display());
         }
     }
+    // `rlvmr report`: the charts and the final table; a directory without metrics is named.
+    let plots = dir.join("plots");
+    let (code, stdout, err) = rlvmr(&["report", out.to_str().unwrap(), out.to_str().unwrap(), "--out", plots.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(stdout.matches(&format!("| {} | 2 |", out.display())).count(), 2, "{stdout}");
+    for chart in ["success", "rewards", "tags", "rates", "optimization", "time"] {
+        let png = std::fs::read(plots.join(format!("{chart}.png"))).unwrap();
+        assert!(png.starts_with(b"\x89PNG"), "{chart}.png is not a PNG");
+    }
+    let (code, _, err) = rlvmr(&["report", dir.to_str().unwrap()]);
+    assert_eq!(code, 2);
+    assert!(err.contains("metrics.jsonl"), "{err}");
+
     // The final model is one `rlvmr eval` reads with its own prompt settings.
     let (code, stdout, err) = rlvmr(&[
         "eval", "--env", "alfworld", "--split", "L2", "--policy", out.join("final").to_str().unwrap(),

@@ -12,6 +12,7 @@ pub mod error;
 pub mod eval;
 pub mod policies;
 pub mod record;
+pub mod report;
 pub mod rl;
 pub mod rundir;
 pub mod runner;

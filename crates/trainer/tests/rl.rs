@@ -179,6 +179,20 @@ fn grpo_mr_learns_the_door_and_a_flipped_outcome_unlearns_it() {
     eprintln!("flipped-outcome success per iteration: {success:?}");
     let eval = report.evals.last().unwrap().eval.overall.success_rate;
     assert!(eval <= 0.05 && success[success.len() - 1] <= 0.1, "eval {eval}, training {success:?}");
+
+    // The two runs' curves, overlaid (kept outside the scratch folder for a person to open).
+    let runs: Vec<_> = ["rlvmr", "flipped"]
+        .iter()
+        .map(|name| trainer::report::Run::read(&dir.join(name)).unwrap())
+        .collect();
+    let plots = std::env::temp_dir().join("rlvmr-toy-report");
+    let written = trainer::report::draw(&runs, &plots).unwrap();
+    assert_eq!(written.len(), 6);
+    for png in &written {
+        assert!(std::fs::read(png).unwrap().starts_with(b"\x89PNG"), "{}", png.display());
+    }
+    let table = trainer::report::table(&runs);
+    assert!(table.contains("| 12 |") && table.contains("| 100.0 |"), "{table}");
     let _ = std::fs::remove_dir_all(&dir);
 }
 

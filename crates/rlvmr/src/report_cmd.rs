@@ -1,0 +1,32 @@
+//! `rlvmr report`: charts and the final table of `rlvmr train` runs (a thin wrapper over
+//! `trainer::report`).
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Result;
+
+#[derive(clap::Args)]
+pub struct ReportArgs {
+    /// Run directories of `rlvmr train` (each holds metrics.jsonl); overlaid on every chart.
+    #[arg(required = true)]
+    runs: Vec<PathBuf>,
+    /// Where the PNG charts go (default: <first run>/plots).
+    #[arg(long)]
+    out: Option<PathBuf>,
+}
+
+pub fn run(args: ReportArgs) -> Result<ExitCode> {
+    let runs = args
+        .runs
+        .iter()
+        .map(|dir| trainer::report::Run::read(dir))
+        .collect::<Result<Vec<_>, _>>()?;
+    let out = args.out.unwrap_or_else(|| args.runs[0].join("plots"));
+    let written = trainer::report::draw(&runs, &out)?;
+    println!("{}", trainer::report::table(&runs));
+    for path in written {
+        eprintln!("wrote {}", path.display());
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,408 @@
+//! `rlvmr report`: the curves of one or more `rlvmr train` runs as PNG charts (runs overlaid,
+//! one colour each, with a legend) and their final figures as a Markdown table.
+//!
+//! Charts: `success.png` (training and evaluation success), `rewards.png` (each reward kind),
+//! `tags.png` (the tag mix), `rates.png` (invalid, inadmissible and repetitive rates,
+//! average actions), `optimization.png` (KL, entropy, clip fraction, gradient norm),
+//! `time.png` (seconds per phase). Text is drawn with a TrueType font read at run time:
+//! `$RLVMR_FONT`, else DejaVu Sans or Liberation Sans where Debian installs them.
+
+use std::path::{Path, PathBuf};
+
+use plotters::prelude::*;
+use serde_json::Value;
+
+use crate::error::{Result, TrainerError};
+
+/// One run's metrics.
+#[derive(Debug, Clone)]
+pub struct Run {
+    /// The legend's name: the run directory's path as given.
+    pub name: String,
+    pub iterations: Vec<Value>,
+    pub evals: Vec<Value>,
+}
+
+impl Run {
+    /// Reads `DIR/metrics.jsonl`; a line that is not JSON is an error naming it.
+    pub fn read(dir: &Path) -> Result<Run> {
+        let path = dir.join("metrics.jsonl");
+        let text = std::fs::read_to_string(&path).map_err(|e| TrainerError::io(&path, e))?;
+        let (mut iterations, mut evals) = (Vec::new(), Vec::new());
+        for (i, line) in text.lines().enumerate() {
+            if line.trim().is_empty() {
+                continue;
+            }
+            let value: Value = serde_json::from_str(line).map_err(|e| TrainerError::Line {
+                path: path.clone(),
+                line: i + 1,
+                message: format!("not a metrics line: {e}"),
+            })?;
+            if value.get("iteration").and_then(Value::as_u64).is_none() {
+                return Err(TrainerError::Line {
+                    path: path.clone(),
+                    line: i + 1,
+                    message: "no \"iteration\" number: not a metrics line of rlvmr train".into(),
+                });
+            }
+            if value.get("eval").is_some() {
+                evals.push(value);
+            } else {
+                iterations.push(value);
+            }
+        }
+        if iterations.is_empty() {
+            return Err(TrainerError::Invalid(format!(
+                "{}: no iteration lines (is this an rlvmr train run directory?)",
+                path.display()
+            )));
+        }
+        Ok(Run { name: dir.display().to_string(), iterations, evals })
+    }
+}
+
+/// The value at a JSON pointer as a number.
+fn number(line: &Value, pointer: &str) -> Option<f64> {
+    line.pointer(pointer).and_then(Value::as_f64)
+}
+
+/// `(iteration, value)` points of `pointer` in `lines`.
+fn points(lines: &[Value], pointer: &str, scale: f64) -> Vec<(f64, f64)> {
+    lines
+        .iter()
+        .filter_map(|l| Some((number(l, "/iteration")?, number(l, pointer)? * scale)))
+        .collect()
+}
+
+/// One chart of a grid: a title and what each run contributes.
+struct Panel {
+    title: &'static str,
+    /// (which lines, JSON pointer, scale); the first series of a run is solid, a second
+    /// (evaluations) dashed with markers.
+    series: Vec<(Source, &'static str)>,
+    scale: f64,
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum Source {
+    Iterations,
+    Evals,
+}
+
+fn panel(title: &'static str, pointer: &'static str, scale: f64) -> Panel {
+    Panel { title, series: vec![(Source::Iterations, pointer)], scale }
+}
+
+/// The charts `rlvmr report` draws: (file, title, panels).
+fn charts() -> Vec<(&'static str, &'static str, Vec<Panel>)> {
+    vec![
+        (
+            "success.png",
+            "Success (%)",
+            vec![
+                panel("training episodes", "/success", 100.0),
+                Panel {
+                    title: "evaluation (test games)",
+                    series: vec![(Source::Evals, "/eval/success_rate")],
+                    scale: 100.0,
+                },
+            ],
+        ),
+        (
+            "rewards.png",
+            "Rewards (mean per episode)",
+            vec![
+                panel("outcome", "/rewards/outcome", 1.0),
+                panel("format penalty", "/rewards/format", 1.0),
+                panel("planning", "/rewards/planning", 1.0),
+                panel("exploration", "/rewards/exploration", 1.0),
+                panel("reflection", "/rewards/reflection", 1.0),
+                panel("monitor", "/rewards/monitor", 1.0),
+            ],
+        ),
+        (
+            "tags.png",
+            "Tag mix (% of steps)",
+            vec![
+                panel("planning", "/tag_mix/planning", 100.0),
+                panel("explore", "/tag_mix/explore", 100.0),
+                panel("reflection", "/tag_mix/reflection", 100.0),
+                panel("monitor", "/tag_mix/monitor", 100.0),
+                panel("none (invalid format)", "/tag_mix/none", 100.0),
+            ],
+        ),
+        (
+            "rates.png",
+            "Behaviour",
+            vec![
+                panel("invalid format (%)", "/invalid_rate", 100.0),
+                panel("inadmissible actions (%)", "/inadmissible_rate", 100.0),
+                panel("repetitive actions (%)", "/repetitive_rate", 100.0),
+                panel("average actions", "/avg_actions", 1.0),
+            ],
+        ),
+        (
+            "optimization.png",
+            "Optimization",
+            vec![
+                panel("KL to the reference", "/kl", 1.0),
+                panel("entropy", "/entropy", 1.0),
+                panel("clip fraction", "/clip_fraction", 1.0),
+                panel("gradient norm", "/grad_norm", 1.0),
+            ],
+        ),
+        (
+            "time.png",
+            "Seconds per iteration",
+            vec![
+                panel("rollout", "/time/seconds/rollout", 1.0),
+                panel("scoring", "/time/seconds/scoring", 1.0),
+                panel("log-probs", "/time/seconds/logprobs", 1.0),
+                panel("update", "/time/seconds/update", 1.0),
+            ],
+        ),
+    ]
+}
+
+/// Registers a TrueType font for the charts' text, once.
+fn load_font() -> Result<()> {
+    static LOADED: std::sync::OnceLock<std::result::Result<(), String>> = std::sync::OnceLock::new();
+    LOADED
+        .get_or_init(|| {
+            let candidates: Vec<PathBuf> = std::env::var_os("RLVMR_FONT")
+                .map(|p| vec![PathBuf::from(p)])
+                .unwrap_or_else(|| {
+                    [
+                        "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf",
+                        "/usr/share/fonts/truetype/liberation/LiberationSans-Regular.ttf",
+                        "/usr/share/fonts/TTF/DejaVuSans.ttf",
+                        "/Library/Fonts/Arial.ttf",
+                    ]
+                    .map(PathBuf::from)
+                    .to_vec()
+                });
+            let Some((path, bytes)) = candidates
+                .iter()
+                .find_map(|p| std::fs::read(p).ok().map(|b| (p.clone(), b)))
+            else {
+                return Err(format!(
+                    "no font for the charts' text: set RLVMR_FONT to a .ttf file, or install one \
+                     (Debian: apt-get install fonts-dejavu-core); looked at {}",
+                    candidates.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ")
+                ));
+            };
+            let bytes: &'static [u8] = Box::leak(bytes.into_boxed_slice());
+            plotters::style::register_font("sans-serif", FontStyle::Normal, bytes)
+                .map_err(|_| format!("{}: not a TrueType font", path.display()))
+        })
+        .clone()
+        .map_err(TrainerError::Invalid)
+}
+
+fn draw_error(path: &Path, e: impl std::fmt::Display) -> TrainerError {
+    TrainerError::Invalid(format!("{}: cannot draw: {e}", path.display()))
+}
+
+/// The range of `values` with a margin (a flat line gets a unit-wide band).
+fn range(values: impl Iterator<Item = f64>) -> (f64, f64) {
+    let (lo, hi) = values.fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), v| (lo.min(v), hi.max(v)));
+    if !lo.is_finite() || !hi.is_finite() {
+        return (0.0, 1.0);
+    }
+    let pad = if hi > lo { (hi - lo) * 0.08 } else { 0.5 };
+    // Rates, counts and norms never go below 0: no negative axis for them.
+    let low = if lo >= 0.0 { (lo - pad).max(0.0) } else { lo - pad };
+    (low, hi + pad)
+}
+
+fn draw_chart(path: &Path, title: &str, panels: &[Panel], runs: &[Run]) -> Result<()> {
+    let cols = if panels.len() <= 2 { panels.len() } else { 2 + (panels.len() > 4) as usize };
+    let rows = panels.len().div_ceil(cols);
+    let size = (480 * cols as u32, 360 * rows as u32 + 40);
+    let root = BitMapBackend::new(path, size).into_drawing_area();
+    root.fill(&WHITE).map_err(|e| draw_error(path, e))?;
+    let root = root
+        .titled(title, ("sans-serif", 26))
+        .map_err(|e| draw_error(path, e))?;
+    let areas = root.split_evenly((rows, cols));
+    let last_iteration = runs
+        .iter()
+        .filter_map(|r| r.iterations.iter().filter_map(|l| number(l, "/iteration")).reduce(f64::max))
+        .fold(1.0, f64::max);
+    for (area, panel) in areas.iter().zip(panels) {
+        let series: Vec<(usize, Source, Vec<(f64, f64)>)> = runs
+            .iter()
+            .enumerate()
+            .flat_map(|(i, run)| {
+                panel.series.iter().map(move |&(source, pointer)| {
+                    let lines = match source {
+                        Source::Iterations => &run.iterations,
+                        Source::Evals => &run.evals,
+                    };
+                    (i, source, points(lines, pointer, panel.scale))
+                })
+            })
+            .collect();
+        let (lo, hi) = if panel.scale == 100.0 {
+            (0.0, 100.0)
+        } else {
+            range(series.iter().flat_map(|(_, _, p)| p.iter().map(|&(_, y)| y)))
+        };
+        let mut chart = ChartBuilder::on(area)
+            .caption(panel.title, ("sans-serif", 18))
+            .margin(10)
+            .x_label_area_size(32)
+            .y_label_area_size(56)
+            .build_cartesian_2d(0.0..last_iteration.max(1.0), lo..hi)
+            .map_err(|e| draw_error(path, e))?;
+        chart
+            .configure_mesh()
+            .x_desc("iteration")
+            .x_label_formatter(&|x| format!("{x:.0}"))
+            .label_style(("sans-serif", 13))
+            .draw()
+            .map_err(|e| draw_error(path, e))?;
+        let mut labelled = false;
+        for (i, source, pts) in series {
+            if pts.is_empty() {
+                continue;
+            }
+            let color = Palette99::pick(i).to_rgba();
+            let style = color.stroke_width(2);
+            let drawn = chart
+                .draw_series(LineSeries::new(pts.clone(), style))
+                .map_err(|e| draw_error(path, e))?;
+            drawn
+                .label(runs[i].name.clone())
+                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(2)));
+            labelled = true;
+            if source == Source::Evals || pts.len() == 1 {
+                chart
+                    .draw_series(pts.iter().map(|&p| Circle::new(p, 4, color.filled())))
+                    .map_err(|e| draw_error(path, e))?;
+            }
+        }
+        if labelled {
+            chart
+                .configure_series_labels()
+                .label_font(("sans-serif", 13))
+                .background_style(WHITE.mix(0.85))
+                .border_style(BLACK.mix(0.4))
+                .position(SeriesLabelPosition::UpperLeft)
+                .draw()
+                .map_err(|e| draw_error(path, e))?;
+        }
+    }
+    root.present().map_err(|e| draw_error(path, e))
+}
+
+/// Draws every chart of `runs` into `out` (created); returns the files written.
+pub fn draw(runs: &[Run], out: &Path) -> Result<Vec<PathBuf>> {
+    load_font()?;
+    std::fs::create_dir_all(out).map_err(|e| TrainerError::io(out, e))?;
+    let mut written = Vec::new();
+    for (file, title, panels) in charts() {
+        let path = out.join(file);
+        draw_chart(&path, title, &panels, runs)?;
+        written.push(path);
+    }
+    Ok(written)
+}
+
+fn percent(line: Option<&Value>, pointer: &str) -> String {
+    line.and_then(|l| number(l, pointer)).map_or("–".into(), |v| format!("{:.1}", 100.0 * v))
+}
+
+/// The final figures of each run: its last iteration's training success and rates, its last
+/// evaluation, and the tag mix, as a Markdown table.
+pub fn table(runs: &[Run]) -> String {
+    let mut out = String::from(
+        "| run | iterations | train success % | eval success % | eval split (iteration) | invalid % | inadmissible % | repetitive % | avg actions | planning / explore / reflection / monitor % |\n\
+         |---|---:|---:|---:|---|---:|---:|---:|---:|---|\n",
+    );
+    for run in runs {
+        let last = run.iterations.last();
+        let eval = run.evals.last();
+        // Behaviour from the evaluation when there is one (test games, eval temperature).
+        let behaviour = |key: &str| match eval {
+            Some(e) => percent(Some(e), &format!("/eval/{key}")),
+            None => percent(last, &format!("/{key}")),
+        };
+        // A tag missing from a tag mix was never used: 0.
+        let tags = |key: &str| {
+            let (line, mix) = match eval {
+                Some(e) => (e, "/eval/tag_mix"),
+                None => match last {
+                    Some(l) => (l, "/tag_mix"),
+                    None => return "–".to_string(),
+                },
+            };
+            match line.pointer(mix) {
+                Some(m) => format!("{:.1}", 100.0 * m.get(key).and_then(Value::as_f64).unwrap_or(0.0)),
+                None => "–".into(),
+            }
+        };
+        let actions = eval
+            .and_then(|e| number(e, "/eval/avg_actions"))
+            .or_else(|| last.and_then(|l| number(l, "/avg_actions")))
+            .map_or("–".into(), |v| format!("{v:.2}"));
+        out.push_str(&format!(
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} / {} / {} / {} |\n",
+            run.name,
+            last.and_then(|l| number(l, "/iteration")).unwrap_or(0.0),
+            percent(last, "/success"),
+            percent(eval, "/eval/success_rate"),
+            eval.map_or("–".into(), |e| format!(
+                "{} ({})",
+                e.pointer("/eval/split").and_then(Value::as_str).unwrap_or("?"),
+                number(e, "/iteration").unwrap_or(0.0)
+            )),
+            behaviour("invalid_rate"),
+            behaviour("inadmissible_rate"),
+            behaviour("repetitive_rate"),
+            actions,
+            tags("planning"),
+            tags("explore"),
+            tags("reflection"),
+            tags("monitor"),
+        ));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_bad_metrics_line_is_named() {
+        let dir = std::env::temp_dir().join(format!("report-bad-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("metrics.jsonl"), "{\"iteration\": 1, \"success\": 0.5}\n{oops\n").unwrap();
+        let err = Run::read(&dir).unwrap_err().to_string();
+        assert!(err.contains("metrics.jsonl") && err.contains("line 2"), "{err}");
+        std::fs::write(dir.join("metrics.jsonl"), "{\"step\": 1, \"loss\": 0.5}\n").unwrap();
+        let err = Run::read(&dir).unwrap_err().to_string();
+        assert!(err.contains("line 1") && err.contains("iteration"), "{err}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn the_table_reads_the_last_iteration_and_evaluation() {
+        let run = Run {
+            name: "a".into(),
+            iterations: vec![
+                serde_json::json!({"iteration": 1, "success": 0.25}),
+                serde_json::json!({"iteration": 2, "success": 0.5, "invalid_rate": 0.1}),
+            ],
+            evals: vec![serde_json::json!({"iteration": 2, "eval": {"split": "L2", "success_rate": 0.75,
+                "invalid_rate": 0.05, "inadmissible_rate": 0.2, "repetitive_rate": 0.1, "avg_actions": 9.5,
+                "tag_mix": {"planning": 0.1, "explore": 0.2, "reflection": 0.3, "monitor": 0.4}}})],
+        };
+        let table = table(&[run]);
+        assert!(
+            table.contains("| a | 2 | 50.0 | 75.0 | L2 (2) | 5.0 | 20.0 | 10.0 | 9.50 | 10.0 / 20.0 / 30.0 / 40.0 |"),
+            "{table}"
+        );
+    }
+}
