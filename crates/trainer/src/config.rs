@@ -398,19 +398,9 @@ impl RlSection {
             ));
         }
         non_negative("rl.kl_coef", self.kl_coef)?;
-        if !(self.kl_clamp.is_finite() && self.kl_clamp > 0.0) {
-            return Err(TrainerError::value(
-                "rl.kl_clamp",
-                format!("must be a finite number > 0, got {}", self.kl_clamp),
-            ));
-        }
+        positive_number("rl.kl_clamp", self.kl_clamp)?;
         non_negative("rl.entropy_coef", self.entropy_coef)?;
-        if !(self.lr.is_finite() && self.lr > 0.0) {
-            return Err(TrainerError::value(
-                "rl.lr",
-                format!("must be a finite number > 0, got {}", self.lr),
-            ));
-        }
+        positive_number("rl.lr", self.lr)?;
         in_range("rl.warmup_ratio", self.warmup_ratio, 0.0, 1.0)?;
         non_negative("rl.weight_decay", self.weight_decay)?;
         non_negative("rl.max_grad_norm", self.max_grad_norm)?;
@@ -438,6 +428,16 @@ fn in_range(key: &str, value: f64, low: f64, high: f64) -> Result<()> {
         return Err(TrainerError::value(
             key,
             format!("must be in [{low}, {high}], got {value}"),
+        ));
+    }
+    Ok(())
+}
+
+fn positive_number(key: &str, value: f64) -> Result<()> {
+    if !(value.is_finite() && value > 0.0) {
+        return Err(TrainerError::value(
+            key,
+            format!("must be a finite number > 0, got {value}"),
         ));
     }
     Ok(())
@@ -543,12 +543,7 @@ impl RunConfig {
         )?;
         let s = &self.sft;
         positive("sft.epochs", s.epochs)?;
-        if !(s.lr.is_finite() && s.lr > 0.0) {
-            return Err(TrainerError::value(
-                "sft.lr",
-                format!("must be a finite number > 0, got {}", s.lr),
-            ));
-        }
+        positive_number("sft.lr", s.lr)?;
         in_range("sft.warmup_ratio", s.warmup_ratio, 0.0, 1.0)?;
         positive("sft.batch_size", s.batch_size)?;
         positive("sft.grad_accum", s.grad_accum)?;

@@ -140,28 +140,34 @@ pub fn summarize(
     }
 }
 
+/// The header of a Markdown table of [`rates_row`]s.
+pub const RATES_HEADER: &str = "| type | episodes | success % | invalid % | inadmissible % | repetitive % | avg actions |\n|---|---:|---:|---:|---:|---:|---:|\n";
+
+/// One row of the §7 table: `name`, episodes, success, invalid, inadmissible and
+/// repetitive rates (%), average actions.
+pub fn rates_row(name: &str, r: &Rates) -> String {
+    format!(
+        "| {name} | {} | {:.1} | {:.1} | {:.1} | {:.1} | {:.2} |\n",
+        r.episodes,
+        100.0 * r.success_rate,
+        100.0 * r.invalid_rate,
+        100.0 * r.inadmissible_rate,
+        100.0 * r.repetitive_rate,
+        r.avg_actions
+    )
+}
+
 /// The §7 table as markdown, then the tag mix and the collector's speed.
 pub fn table(summary: &Summary) -> String {
     let mut out = format!(
         "{} {} · policy {}\n\n",
         summary.env, summary.split, summary.policy
     );
-    out.push_str("| type | episodes | success % | invalid % | inadmissible % | repetitive % | avg actions |\n|---|---:|---:|---:|---:|---:|---:|\n");
-    let row = |name: &str, r: &Rates| {
-        format!(
-            "| {name} | {} | {:.1} | {:.1} | {:.1} | {:.1} | {:.2} |\n",
-            r.episodes,
-            100.0 * r.success_rate,
-            100.0 * r.invalid_rate,
-            100.0 * r.inadmissible_rate,
-            100.0 * r.repetitive_rate,
-            r.avg_actions
-        )
-    };
+    out.push_str(RATES_HEADER);
     for (t, r) in &summary.per_type {
-        out.push_str(&row(t, r));
+        out.push_str(&rates_row(t, r));
     }
-    out.push_str(&row("all", &summary.overall));
+    out.push_str(&rates_row("all", &summary.overall));
     let mix: Vec<String> = ["planning", "explore", "reflection", "monitor", "none"]
         .iter()
         .map(|t| {

@@ -12,7 +12,7 @@ use super::score::ScoredStep;
 use super::update::{Sample, UpdateStats};
 use crate::collector::Collection;
 use crate::config::RunConfig;
-use crate::eval::{metrics_of, Rates, Summary};
+use crate::eval::{metrics_of, rates_row, Rates, Summary};
 
 /// Seconds spent in each phase of an iteration.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
@@ -302,34 +302,22 @@ impl Progress {
 /// The run's result in Markdown: the last iteration's training figures and the last
 /// evaluation, if any.
 pub fn final_table(report: &super::RlReport) -> String {
-    let mut out = String::from(
-        "| | episodes | success % | invalid % | inadmissible % | repetitive % | avg actions |\n|---|---:|---:|---:|---:|---:|---:|\n",
-    );
+    let mut out = String::from(crate::eval::RATES_HEADER);
     if let Some(l) = report.lines.last() {
-        out.push_str(&format!(
-            "| training, iteration {} | {} | {:.1} | {:.1} | {:.1} | {:.1} | {:.2} |\n",
-            l.iteration,
-            l.episodes,
-            100.0 * l.success,
-            100.0 * l.invalid_rate,
-            100.0 * l.inadmissible_rate,
-            100.0 * l.repetitive_rate,
-            l.avg_actions
-        ));
+        let rates = Rates {
+            episodes: l.episodes,
+            success_rate: l.success,
+            invalid_rate: l.invalid_rate,
+            inadmissible_rate: l.inadmissible_rate,
+            repetitive_rate: l.repetitive_rate,
+            avg_actions: l.avg_actions,
+            tag_mix: l.tag_mix.clone(),
+        };
+        out.push_str(&rates_row(&format!("training, iteration {}", l.iteration), &rates));
     }
     if let Some(e) = report.evals.last() {
-        let r = &e.eval.overall;
-        out.push_str(&format!(
-            "| eval {}, iteration {} | {} | {:.1} | {:.1} | {:.1} | {:.1} | {:.2} |\n",
-            e.eval.split,
-            e.iteration,
-            r.episodes,
-            100.0 * r.success_rate,
-            100.0 * r.invalid_rate,
-            100.0 * r.inadmissible_rate,
-            100.0 * r.repetitive_rate,
-            r.avg_actions
-        ));
+        let name = format!("eval {}, iteration {}", e.eval.split, e.iteration);
+        out.push_str(&rates_row(&name, &e.eval.overall));
     }
     out.push_str(&format!("\nfinal model: {}\n", report.final_dir.display()));
     out
