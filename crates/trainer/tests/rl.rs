@@ -205,7 +205,11 @@ fn lora_learns_the_door_with_the_adapter_off_base_as_reference() {
     config.rl.lora_alpha = 16.0;
     config.rl.lr = 1e-2;
     config.rl.kl_coef = 0.01;
+    // Prompts unlike the fine-tuned model's: the run takes the ones saved beside it.
+    config.prompt.compact = false;
     let report = train(&config, &dir.join("lora"));
+    let used = RunConfig::from_file(&dir.join("lora/config.toml")).unwrap();
+    assert!(used.prompt.compact, "the init model's prompt settings are carried over");
     let success: Vec<f64> = report.lines.iter().map(|l| l.success).collect();
     let kl: Vec<f64> = report.lines.iter().map(|l| l.kl).collect();
     eprintln!("LoRA success per iteration: {success:?}, KL {kl:?}");

@@ -210,6 +210,21 @@ fn resolve_init(config: &RunConfig, dir: &RunDir) -> Result<String> {
     Ok(report.final_dir.display().to_string())
 }
 
+/// `config` with the prompt settings saved beside the starting model (`rlvmr.toml`, written
+/// by `rlvmr sft` and `rlvmr train`), so the run shows the model the prompts it learned from.
+fn with_saved_prompt(config: &RunConfig, init: &str) -> Result<RunConfig> {
+    let saved = Path::new(init).join(RUN_CONFIG_FILE);
+    let mut config = config.clone();
+    if saved.is_file() {
+        let prompt = RunConfig::from_file(&saved)?.prompt;
+        if prompt != config.prompt {
+            eprintln!("prompt settings carried over from {}", saved.display());
+            config.prompt = prompt;
+        }
+    }
+    Ok(config)
+}
+
 /// The model being trained (with its LoRA adapter when configured) and the frozen reference
 /// (a second copy for a full fine-tune with a KL term; none otherwise).
 struct Models {
@@ -388,6 +403,9 @@ pub fn train_on(config: &RunConfig, provider: &dyn EnvProvider, out: &Path, resu
         Some((_, state)) => state.init.clone(),
         None => resolve_init(config, &dir)?,
     };
+    let carried = with_saved_prompt(config, &init)?;
+    let config = &carried;
+    config.save(&dir.file("config.toml"))?;
     let mut models = load_models(config, &init)
         .map_err(|e| TrainerError::Invalid(format!("cannot load the starting model {init}: {e}")))?;
     probe_space(out, checkpoint_bytes(&models.model))?;
