@@ -147,6 +147,11 @@ pub fn tokenize(
     Ok((kept, skipped))
 }
 
+/// The token that pads training batches: `<|endoftext|>`, else id 0.
+pub fn pad_id(tokenizer: &Tokenizer) -> u32 {
+    tokenizer.token_to_id("<|endoftext|>").unwrap_or(0)
+}
+
 /// The learning rate of 0-based optimizer step `step` of `total`: linear warmup over the
 /// first `warmup` steps (reaching `peak` at step `warmup - 1`), then cosine decay from
 /// `peak` towards 0 at the end.
@@ -330,7 +335,7 @@ pub fn train(
         }
         start = state.step;
     }
-    let pad = tokenizer.token_to_id("<|endoftext|>").unwrap_or(0);
+    let pad = pad_id(tokenizer);
     let steps_per_epoch = steps.len() as f64 / cfg.epochs as f64;
     let started = Instant::now();
     let mut log = Vec::new();

@@ -183,7 +183,7 @@ impl IterationLine {
             time: Timing {
                 rollout_env_steps_per_s: collection.throughput.env_steps_per_s,
                 rollout_tokens_per_s: collection.throughput.tokens_per_s,
-                update_tokens_per_s: mean(trained as f64, 1) / seconds.update.max(1e-9),
+                update_tokens_per_s: trained as f64 / seconds.update.max(1e-9),
                 seconds,
             },
         }

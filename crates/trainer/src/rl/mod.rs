@@ -293,11 +293,6 @@ fn samples_of(episodes: &[EpisodeRecord], scores: &[Vec<ScoredStep>], context: u
     (samples, too_long)
 }
 
-/// The pad token of the tokenizer (the SFT's choice).
-fn pad_id(tokenizer: &Tokenizer) -> u32 {
-    tokenizer.token_to_id("<|endoftext|>").unwrap_or(0)
-}
-
 /// Mean and max of `|sampled - old|` over every reply token.
 fn logprob_gap(samples: &[Sample]) -> (f64, f64) {
     let (mut sum, mut max, mut n) = (0.0f64, 0.0f64, 0usize);
@@ -404,8 +399,10 @@ pub fn train_on(config: &RunConfig, provider: &dyn EnvProvider, out: &Path, resu
         None => resolve_init(config, &dir)?,
     };
     let carried = with_saved_prompt(config, &init)?;
+    if carried != *config {
+        carried.save(&dir.file("config.toml"))?;
+    }
     let config = &carried;
-    config.save(&dir.file("config.toml"))?;
     let mut models = load_models(config, &init)
         .map_err(|e| TrainerError::Invalid(format!("cannot load the starting model {init}: {e}")))?;
     probe_space(out, checkpoint_bytes(&models.model))?;
@@ -434,7 +431,7 @@ pub fn train_on(config: &RunConfig, provider: &dyn EnvProvider, out: &Path, resu
     if train_tasks.is_empty() {
         return Err(TrainerError::Invalid(format!("{} {} has no training tasks", config.env.name, config.env.split)));
     }
-    let pad = pad_id(&models.tokenizer);
+    let pad = sft::pad_id(&models.tokenizer);
     let loss = rl.loss_config();
     let mut collector = config.collector_options();
     collector.progress = false;

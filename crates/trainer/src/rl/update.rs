@@ -3,7 +3,7 @@
 //! objective of `policy::ppo`, gradient accumulation over micro-batches, clipping and AdamW.
 
 use candle_core::{DType, Tensor};
-use policy::logprobs::{response_scores, ResponseBatch};
+use policy::logprobs::{response_logprobs, response_scores, ResponseBatch};
 use policy::optim::Accumulator;
 use policy::ppo::{ppo_loss, PpoInputs, PpoLossConfig, PpoStats};
 use policy::{AdamW, Llama};
@@ -60,21 +60,15 @@ fn batch(model: &Llama, samples: &[Sample], rows: &[usize], pad: u32) -> Result<
     )?)
 }
 
-/// The reply log-probs of every sample under `model`, forward passes only (the graph of each
-/// micro-batch is dropped before the next one).
+/// The reply log-probs of every sample under `model`, forward passes only, rows grouped by
+/// length (the graph of each group is dropped before the next one).
 pub fn reply_logprobs(model: &Llama, samples: &[Sample], rows: usize, pad: u32) -> Result<Vec<Vec<f32>>> {
     let mut out = vec![Vec::new(); samples.len()];
     let all: Vec<usize> = (0..samples.len()).collect();
     for group in by_length(samples, &all, rows) {
-        let b = batch(model, samples, &group, pad)?;
-        let table = response_scores(model, &b)?
-            .logprobs
-            .detach()
-            .to_dtype(DType::F32)?
-            .to_vec2::<f32>()?;
-        for ((&i, row), &prompt) in group.iter().zip(table).zip(&b.prompt_lens) {
-            let n = samples[i].response.len();
-            out[i] = row[prompt - 1..prompt - 1 + n].to_vec();
+        let scored = response_logprobs(model, &pairs(samples, &group), pad)?;
+        for (&i, lp) in group.iter().zip(scored) {
+            out[i] = lp;
         }
     }
     Ok(out)
@@ -157,7 +151,7 @@ pub fn ppo_update(
         let mut order: Vec<usize> = (0..samples.len()).collect();
         order.shuffle(&mut ChaCha8Rng::seed_from_u64(mix(o.seed, epoch as u64)));
         for mini in order.chunks(o.mini_batch.max(1)) {
-            let (loss, terms, grads) = mini_batch_gradients(model, opt, samples, mini, o)?;
+            let (loss, terms, mut grads) = mini_batch_gradients(model, opt, samples, mini, o)?;
             let norm = opt.grad_norm(&grads)?;
             if !(loss.is_finite() && norm.is_finite()) {
                 stats.skipped += 1;
@@ -172,7 +166,6 @@ pub fn ppo_update(
                 }
                 continue;
             }
-            let mut grads = grads;
             if o.max_grad_norm > 0.0 {
                 opt.clip_grad_norm(&mut grads, o.max_grad_norm)?;
             }
