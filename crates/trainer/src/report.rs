@@ -248,6 +248,8 @@ fn draw_chart(path: &Path, title: &str, panels: &[Panel], runs: &[Run]) -> Resul
         } else {
             range(series.iter().flat_map(|(_, _, p)| p.iter().map(|&(_, y)| y)))
         };
+        // Enough decimals to tell apart ticks a tenth of the range apart.
+        let digits = (-((hi - lo) / 10.0).log10()).ceil().clamp(0.0, 8.0) as usize;
         let mut chart = ChartBuilder::on(area)
             .caption(panel.title, ("sans-serif", 18))
             .margin(10)
@@ -259,6 +261,7 @@ fn draw_chart(path: &Path, title: &str, panels: &[Panel], runs: &[Run]) -> Resul
             .configure_mesh()
             .x_desc("iteration")
             .x_label_formatter(&|x| format!("{x:.0}"))
+            .y_label_formatter(&|y| format!("{y:.digits$}"))
             .label_style(("sans-serif", 13))
             .draw()
             .map_err(|e| draw_error(path, e))?;
