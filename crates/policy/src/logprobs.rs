@@ -117,6 +117,35 @@ pub fn response_scores(model: &Llama, batch: &ResponseBatch) -> Result<TokenScor
     token_scores(model, &batch.input_ids)
 }
 
+/// Differentiable scores of the response tokens alone, `[1, n]` for the batch's `n` response
+/// tokens in row order (row 0's reply, then row 1's, ...). The LM head and its softmax run
+/// on those positions only: a prompt position's logits are never needed, and at ~290 prompt
+/// tokens per 40-token reply the head over every position was most of its cost.
+pub fn reply_token_scores(model: &Llama, batch: &ResponseBatch) -> Result<TokenScores> {
+    let (b, t) = batch.input_ids.dims2()?;
+    let h = model.config().hidden_size;
+    let mut positions = Vec::new();
+    for (row, (&p, &r)) in batch.prompt_lens.iter().zip(&batch.response_lens).enumerate() {
+        // Position `p - 1 + k` of a row predicts its response token `k`.
+        positions.extend((0..r).map(|k| (row * (t - 1) + p - 1 + k) as u32));
+    }
+    let n = positions.len();
+    let positions = Tensor::from_vec(positions, n, batch.input_ids.device())?;
+    let hidden = model
+        .hidden(&batch.input_ids)?
+        .narrow(1, 0, t - 1)?
+        .contiguous()?
+        .reshape((b * (t - 1), h))?
+        .index_select(&positions, 0)?;
+    let targets = batch
+        .input_ids
+        .narrow(1, 1, t - 1)?
+        .flatten_all()?
+        .index_select(&positions, 0)?;
+    let both = crate::fused::head_token_scores(&hidden, &model.head(), &targets)?;
+    split_scores(&both, 1, n)
+}
+
 /// Per-row response log-probs as plain vectors (no gradient needed).
 pub fn response_logprobs(
     model: &Llama,
@@ -130,17 +159,19 @@ pub fn response_logprobs(
         model.dtype(),
         model.device(),
     )?;
-    let scores = response_scores(model, &batch)?;
-    let lp = scores
+    let flat: Vec<f32> = reply_token_scores(model, &batch)?
         .logprobs
         .detach()
         .to_dtype(DType::F32)?
-        .to_vec2::<f32>()?;
-    Ok(lp
-        .into_iter()
-        .zip(batch.prompt_lens.iter().zip(batch.response_lens.iter()))
-        .map(|(row, (&p, &r))| row[p - 1..p - 1 + r].to_vec())
-        .collect())
+        .flatten_all()?
+        .to_vec1()?;
+    let mut rows = Vec::with_capacity(pairs.len());
+    let mut at = 0;
+    for &r in &batch.response_lens {
+        rows.push(flat[at..at + r].to_vec());
+        at += r;
+    }
+    Ok(rows)
 }
 
 /// One scored `(prompt, response)` text pair.
@@ -234,6 +265,38 @@ mod tests {
                     (entropy[b][pos] - h).abs() < 1e-9,
                     "entropy row {b} pos {pos}"
                 );
+            }
+        }
+        let reply = reply_token_scores(&model, &batch).unwrap();
+        let (flat_lp, flat_h) = (
+            reply.logprobs.flatten_all().unwrap().to_vec1::<f64>().unwrap(),
+            reply.entropy.flatten_all().unwrap().to_vec1::<f64>().unwrap(),
+        );
+        let all_lp = scores.logprobs.to_vec2::<f64>().unwrap();
+        let mut at = 0;
+        for (b, (p, r)) in pairs.iter().enumerate() {
+            for j in 0..r.len() {
+                let pos = p.len() + j - 1;
+                assert!((flat_lp[at] - all_lp[b][pos]).abs() < 1e-12, "reply token {at}");
+                assert!((flat_h[at] - entropy[b][pos]).abs() < 1e-12, "reply entropy {at}");
+                at += 1;
+            }
+        }
+        assert_eq!(at, flat_lp.len());
+        // The same gradient as the masked all-position scores.
+        let grads_of = |loss: Tensor| {
+            let store = loss.backward().unwrap();
+            model
+                .named_vars()
+                .iter()
+                .map(|(_, v)| store.get(v).unwrap().flatten_all().unwrap().to_vec1::<f64>().unwrap())
+                .collect::<Vec<_>>()
+        };
+        let reply_grads = grads_of(reply.logprobs.sum_all().unwrap());
+        let masked = (&scores.logprobs * &batch.response_mask).unwrap().sum_all().unwrap();
+        for (a, b) in reply_grads.iter().zip(grads_of(masked)) {
+            for (x, y) in a.iter().zip(&b) {
+                assert!((x - y).abs() < 1e-10, "gradient {x} vs {y}");
             }
         }
         assert!(ResponseBatch::new(&[(vec![1], vec![])], 0, 64, DType::F32, &dev).is_err());

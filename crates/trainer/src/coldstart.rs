@@ -3,7 +3,7 @@
 //! a seeded fraction with one recoverable mistake. Only won episodes shorter than the step
 //! limit are kept. Every step except the planted mistakes becomes one SFT sample: the
 //! prompt the collector built (the same builder as RL) and the reply (tag block + action
-//! block). A mistake stays in the trajectory and shows in the next prompt's history, so the
+//! block, or with `prompt.style = "think"` a `<think>` block + action block). A mistake stays in the trajectory and shows in the next prompt's history, so the
 //! reflection that follows is learned from a real failure, but the mistake itself is never
 //! a training target. ScienceWorld's demonstrations are its gold paths, annotated and
 //! given mistakes the same way by [`GoldPolicy`].
@@ -13,7 +13,7 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 
-use crate::collector::{collect, grouped_specs, mix, CollectorOptions, Throughput};
+use crate::collector::{collect, grouped_specs, mix, output_style, CollectorOptions, Throughput};
 use crate::envs::EnvProvider;
 use crate::error::{Result, TrainerError};
 use crate::policies::{ExpertPolicy, GoldPolicy};
@@ -56,8 +56,11 @@ pub fn coldstart(
     }
     tasks.shuffle(&mut ChaCha8Rng::seed_from_u64(seed));
     // ScienceWorld's demonstrations are its gold paths (one gold-path JVM for the run).
+    // The demonstrations answer in the format the prompts ask for (`<think>` for the
+    // published baselines).
+    let style = output_style(&options.prompt);
     let mut gold = match provider.name() {
-        "sciworld" => Some(GoldPolicy::new(mistake_fraction)?),
+        "sciworld" => Some(GoldPolicy::new(mistake_fraction)?.replying(style)),
         _ => None,
     };
     let mut kept = Vec::new();
@@ -71,7 +74,7 @@ pub fn coldstart(
         let specs = grouped_specs(batch, 1, mix(seed, next as u64));
         let collection = match gold.as_mut() {
             Some(gold) => collect(provider, gold, &specs, options)?,
-            None => collect(provider, &mut ExpertPolicy::new(mistake_fraction), &specs, options)?,
+            None => collect(provider, &mut ExpertPolicy::new(mistake_fraction).replying(style), &specs, options)?,
         };
         next += batch.len();
         played += collection.episodes.len();

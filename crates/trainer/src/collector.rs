@@ -243,7 +243,8 @@ fn render(run: &Running, opts: &CollectorOptions) -> String {
     rlvmr_core::render_prompt(&opts.prompt, &input)
 }
 
-fn output_style(prompt: &PromptConfig) -> OutputStyle {
+/// The reply format a prompt asks for.
+pub fn output_style(prompt: &PromptConfig) -> OutputStyle {
     match prompt.style {
         PromptStyle::Tagged => OutputStyle::Tagged,
         PromptStyle::Think => OutputStyle::Think,

@@ -26,9 +26,10 @@ pub fn make_policy(
     config: &RunConfig,
     temperature: f64,
 ) -> Result<Box<dyn Policy>> {
+    let style = crate::collector::output_style(&config.prompt);
     match name {
-        EXPERT if provider.name() == "sciworld" => Ok(Box::new(GoldPolicy::new(0.0)?)),
-        EXPERT => Ok(Box::new(ExpertPolicy::new(0.0))),
+        EXPERT if provider.name() == "sciworld" => Ok(Box::new(GoldPolicy::new(0.0)?.replying(style))),
+        EXPERT => Ok(Box::new(ExpertPolicy::new(0.0).replying(style))),
         RANDOM => Ok(Box::new(RandomPolicy::new())),
         model => {
             let (llama, tokenizer) = sft::load_model(model)?;

@@ -96,3 +96,32 @@ fn l2_demonstrations_are_tagged_expert_wins_on_training_games_with_real_recoveri
     let other = coldstart(provider.as_ref(), 30, 0.5, 8, &options).unwrap();
     assert_ne!(other.samples, run.samples);
 }
+
+#[test]
+fn think_style_demonstrations_carry_the_same_steps_and_reasons_in_think_blocks() {
+    let provider = common::alfworld("L2");
+    let tagged = coldstart(provider.as_ref(), 12, 0.5, 3, &CollectorOptions::default()).unwrap();
+    let mut options = CollectorOptions::default();
+    options.prompt.style = rlvmr_core::PromptStyle::Think;
+    let think = coldstart(provider.as_ref(), 12, 0.5, 3, &options).unwrap();
+    assert_eq!(think.samples.len(), tagged.samples.len());
+    for (t, g) in think.episodes.iter().zip(&tagged.episodes) {
+        assert_eq!(t.game, g.game);
+        for (ts, gs) in t.steps.iter().zip(&g.steps) {
+            assert_eq!(ts.action, gs.action, "the same expert steps and mistakes");
+            let parsed = parse_output(&ts.output, OutputStyle::Think, Validity::Strict);
+            assert!(parsed.format_valid(), "{}", ts.output);
+            let tagged_reason = parse_output(&gs.output, OutputStyle::Tagged, Validity::Strict).reasoning;
+            assert_eq!(parsed.reasoning, tagged_reason, "the same reasoning, untagged");
+            assert!(
+                !parse_output(&ts.output, OutputStyle::Tagged, Validity::Strict).format_valid(),
+                "no meta-reasoning tag: {}",
+                ts.output
+            );
+        }
+    }
+    for s in &think.samples {
+        assert!(s.response.starts_with("<think>"), "{}", s.response);
+        assert!(s.prompt.contains("<think>"), "the prompt asks for the think format");
+    }
+}

@@ -283,3 +283,46 @@ fn equal_weights_give_ratio_one_and_zero_kl_and_a_nan_update_is_skipped() {
     assert_eq!(stopped.unwrap_err().streak, 2);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+fn files_under(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            out.extend(files_under(&path));
+        } else {
+            out.push((path.clone(), std::fs::read(&path).unwrap()));
+        }
+    }
+    out.sort();
+    out
+}
+
+#[test]
+fn a_run_whose_updates_keep_failing_stops_and_leaves_the_last_checkpoint_whole() {
+    let dir = scratch_dir("bad-run");
+    let mut config = toy_config();
+    config.rl.init = chance_model(&config, &dir).display().to_string();
+    config.rl.iterations = 1;
+    config.rl.save_every = 1;
+    config.rl.eval_every = 0;
+    let out = dir.join("run");
+    train(&config, &out);
+    let checkpoint = out.join("checkpoints/iter-0001");
+    let saved = files_under(&checkpoint);
+    let metrics = std::fs::read_to_string(out.join("metrics.jsonl")).unwrap();
+
+    // Resumed with a learning rate that blows the weights up at the first step: every later
+    // mini-batch has a non-finite loss.
+    config.rl.iterations = 3;
+    config.rl.lr = 1e30;
+    config.rl.mini_batch = 8;
+    config.rl.max_bad_updates = 2;
+    let err = trainer::rl::train_on(&config, &DoorsProvider, &out, true).unwrap_err().to_string();
+    assert!(err.contains("iteration 2: 2 updates in a row had a non-finite loss"), "{err}");
+    assert!(err.contains("the last checkpoint is untouched"), "{err}");
+    assert_eq!(files_under(&checkpoint), saved, "the last checkpoint is byte-identical");
+    assert!(!out.join("checkpoints/iter-0002").exists());
+    assert_eq!(std::fs::read_to_string(out.join("metrics.jsonl")).unwrap(), metrics, "no line for the failed iteration");
+    let _ = std::fs::remove_dir_all(&dir);
+}

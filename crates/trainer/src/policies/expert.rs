@@ -21,7 +21,8 @@ use crate::annotate::{Mistake, Situation};
 use crate::error::Result;
 use crate::record::EpisodeSpec;
 
-use super::tagged_reply;
+use super::annotated_reply;
+use rlvmr_core::OutputStyle;
 
 /// The last step at which a mistake may be planted (expert episodes are 4-10 steps long).
 const LAST_MISTAKE_STEP: usize = 4;
@@ -43,15 +44,24 @@ struct Slot {
 /// The expert policy; `mistake_fraction` of the episodes (seeded) get one mistake.
 pub struct ExpertPolicy {
     mistake_fraction: f64,
+    style: OutputStyle,
     slots: HashMap<usize, Slot>,
 }
 
 impl ExpertPolicy {
+    /// Replies in the tagged format; see [`ExpertPolicy::replying`].
     pub fn new(mistake_fraction: f64) -> Self {
         ExpertPolicy {
             mistake_fraction: mistake_fraction.clamp(0.0, 1.0),
+            style: OutputStyle::Tagged,
             slots: HashMap::new(),
         }
+    }
+
+    /// Replies in `style` (`<think>` demonstrations for the published baselines).
+    pub fn replying(mut self, style: OutputStyle) -> Self {
+        self.style = style;
+        self
     }
 }
 
@@ -127,7 +137,7 @@ impl Slot {
         }
     }
 
-    fn act(&mut self, turn: &Turn) -> Result<Reply, String> {
+    fn act(&mut self, turn: &Turn, style: OutputStyle) -> Result<Reply, String> {
         let admissible = turn.admissible.unwrap_or(&[]);
         if turn.step == 0 {
             let fallback = folder_task(&self.spec.task.game);
@@ -179,7 +189,7 @@ impl Slot {
         self.last_action = command.clone();
         Ok(Reply {
             mistake: self.last_mistake.is_some(),
-            ..Reply::text(tagged_reply(tag, &reason, &command))
+            ..Reply::text(annotated_reply(style, tag, &reason, &command))
         })
     }
 }
@@ -199,7 +209,7 @@ impl Policy for ExpertPolicy {
         Ok(turns
             .iter()
             .map(|turn| match self.slots.get_mut(&turn.slot) {
-                Some(slot) => slot.act(turn),
+                Some(slot) => slot.act(turn, self.style),
                 None => Err(format!("no episode started in slot {}", turn.slot)),
             })
             .collect())

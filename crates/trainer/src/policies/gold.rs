@@ -22,7 +22,8 @@ use crate::record::EpisodeSpec;
 use crate::sci_annotate::{plant_mistake, SciMistake, SciSituation};
 use crate::sciworld_env::parse_game;
 
-use super::tagged_reply;
+use super::annotated_reply;
+use rlvmr_core::OutputStyle;
 
 /// The last step at which a mistake may first be tried (later steps are tried while none
 /// fits, up to [`LAST_MISTAKE_STEP`]).
@@ -33,6 +34,7 @@ const LAST_MISTAKE_STEP: usize = 12;
 pub struct GoldPolicy {
     oracle: GoldOracle,
     mistake_fraction: f64,
+    style: OutputStyle,
     slots: HashMap<usize, Slot>,
 }
 
@@ -61,8 +63,15 @@ impl GoldPolicy {
         Ok(GoldPolicy {
             oracle,
             mistake_fraction: mistake_fraction.clamp(0.0, 1.0),
+            style: OutputStyle::Tagged,
             slots: HashMap::new(),
         })
+    }
+
+    /// Replies in `style` (`<think>` demonstrations for the published baselines).
+    pub fn replying(mut self, style: OutputStyle) -> Self {
+        self.style = style;
+        self
     }
 }
 
@@ -95,7 +104,7 @@ impl Slot {
         }
     }
 
-    fn act(&mut self, turn: &Turn) -> Result<Reply, String> {
+    fn act(&mut self, turn: &Turn, style: OutputStyle) -> Result<Reply, String> {
         match self.situation.as_mut() {
             None => self.situation = Some(SciSituation::new(turn.task, turn.observation)),
             Some(situation) => situation.update(&self.last_action, turn.observation),
@@ -144,7 +153,7 @@ impl Slot {
         self.last_action = command.clone();
         Ok(Reply {
             mistake: self.mistake.is_some(),
-            ..Reply::text(tagged_reply(tag, &reason, &command))
+            ..Reply::text(annotated_reply(style, tag, &reason, &command))
         })
     }
 
@@ -176,7 +185,7 @@ impl Policy for GoldPolicy {
         Ok(turns
             .iter()
             .map(|turn| match self.slots.get_mut(&turn.slot) {
-                Some(slot) => slot.act(turn),
+                Some(slot) => slot.act(turn, self.style),
                 None => Err(format!("no gold path for slot {}", turn.slot)),
             })
             .collect())

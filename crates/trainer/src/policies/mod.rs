@@ -10,9 +10,19 @@ pub use gold::GoldPolicy;
 pub use model::{ModelPolicy, ModelPolicyOptions};
 pub use random::RandomPolicy;
 
-use rlvmr_core::Tag;
+use rlvmr_core::{OutputStyle, Tag};
 
 /// `<tag>reason</tag>\n<action>command</action>`, the reply format RLVMR asks for.
 pub fn tagged_reply(tag: Tag, reason: &str, action: &str) -> String {
-    format!("<{tag}>{reason}</{tag}>\n<action>{action}</action>")
+    annotated_reply(OutputStyle::Tagged, tag, reason, action)
+}
+
+/// An annotated step in the reply format `style` asks for: the tagged one, or for the
+/// published baselines `<think>reason</think>\n<action>command</action>` (the same reasoning
+/// without its tag).
+pub fn annotated_reply(style: OutputStyle, tag: Tag, reason: &str, action: &str) -> String {
+    match style {
+        OutputStyle::Tagged => format!("<{tag}>{reason}</{tag}>\n<action>{action}</action>"),
+        OutputStyle::Think => format!("<think>{reason}</think>\n<action>{action}</action>"),
+    }
 }

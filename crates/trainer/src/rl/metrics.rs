@@ -29,8 +29,13 @@ pub struct Timing {
     pub seconds: Seconds,
     pub rollout_env_steps_per_s: f64,
     pub rollout_tokens_per_s: f64,
-    /// Reply tokens trained per second of update (every PPO epoch counted).
+    /// Tokens the update ran through the model (prompt and reply, every PPO epoch counted)
+    /// per second of update: the figure comparable with SFT's training speed.
     pub update_tokens_per_s: f64,
+    /// Reply tokens (those with a loss) per second of update.
+    pub update_reply_tokens_per_s: f64,
+    /// Prompt and reply tokens per second of the log-prob passes (old and reference).
+    pub logprob_tokens_per_s: f64,
 }
 
 /// Mean reward of each kind per episode.
@@ -144,7 +149,9 @@ impl IterationLine {
         let steps: usize = episodes.iter().map(|e| e.steps.len()).sum();
         let tokens: usize = facts.samples.iter().map(|s| s.response.len()).sum();
         let terms = &update.terms;
-        let trained = tokens * config.rl.ppo_epochs;
+        let sequence_tokens: usize = facts.samples.iter().map(|s| s.prompt.len() + s.response.len()).sum();
+        let epochs = config.rl.ppo_epochs;
+        let passes = if config.rl.kl_coef != 0.0 { 2 } else { 1 };
         IterationLine {
             iteration,
             episodes: episodes.len(),
@@ -183,7 +190,9 @@ impl IterationLine {
             time: Timing {
                 rollout_env_steps_per_s: collection.throughput.env_steps_per_s,
                 rollout_tokens_per_s: collection.throughput.tokens_per_s,
-                update_tokens_per_s: trained as f64 / seconds.update.max(1e-9),
+                update_tokens_per_s: (sequence_tokens * epochs) as f64 / seconds.update.max(1e-9),
+                update_reply_tokens_per_s: (tokens * epochs) as f64 / seconds.update.max(1e-9),
+                logprob_tokens_per_s: (sequence_tokens * passes) as f64 / seconds.logprobs.max(1e-9),
                 seconds,
             },
         }

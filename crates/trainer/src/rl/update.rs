@@ -3,7 +3,7 @@
 //! objective of `policy::ppo`, gradient accumulation over micro-batches, clipping and AdamW.
 
 use candle_core::{DType, Tensor};
-use policy::logprobs::{response_logprobs, response_scores, ResponseBatch};
+use policy::logprobs::{reply_token_scores, response_logprobs, ResponseBatch};
 use policy::optim::Accumulator;
 use policy::ppo::{ppo_loss, PpoInputs, PpoLossConfig, PpoStats};
 use policy::{AdamW, Llama};
@@ -74,22 +74,17 @@ pub fn reply_logprobs(model: &Llama, samples: &[Sample], rows: usize, pad: u32) 
     Ok(out)
 }
 
-/// `[rows, seq - 1]` tensor of a per-reply-token value, 0 elsewhere, aligned with the batch's
-/// response mask.
-fn per_token(
-    b: &ResponseBatch,
-    rows: &[usize],
-    value: impl Fn(usize, usize) -> f32,
-    model: &Llama,
-) -> Result<Tensor> {
-    let (n, seq) = b.input_ids.dims2()?;
-    let mut data = vec![0f32; n * (seq - 1)];
-    for (r, (&i, (&prompt, &len))) in rows.iter().zip(b.prompt_lens.iter().zip(&b.response_lens)).enumerate() {
-        for k in 0..len {
-            data[r * (seq - 1) + prompt - 1 + k] = value(i, k);
-        }
-    }
-    Ok(Tensor::from_vec(data, (n, seq - 1), model.device())?.to_dtype(model.dtype())?)
+/// `[1, n]` tensor of a per-reply-token value for the batch's reply tokens in row order
+/// (aligned with [`reply_token_scores`]).
+fn per_token(rows: &[usize], lens: &[usize], value: impl Fn(usize, usize) -> f32, model: &Llama) -> Result<Tensor> {
+    let data: Vec<f32> = rows
+        .iter()
+        .zip(lens)
+        .flat_map(|(&i, &len)| (0..len).map(move |k| (i, k)))
+        .map(|(i, k)| value(i, k))
+        .collect();
+    let n = data.len();
+    Ok(Tensor::from_vec(data, (1, n), model.device())?.to_dtype(model.dtype())?)
 }
 
 /// What the update did, summed over its optimizer steps.
@@ -199,14 +194,16 @@ fn mini_batch_gradients(
     let mut loss_sum = 0.0;
     for rows in by_length(samples, mini, o.micro_batch) {
         let b = batch(model, samples, &rows, o.pad)?;
-        let scores = response_scores(model, &b)?;
-        let old = per_token(&b, &rows, |i, k| samples[i].old[k], model)?;
-        let adv = per_token(&b, &rows, |i, _| samples[i].advantage, model)?;
+        let scores = reply_token_scores(model, &b)?;
+        let lens = &b.response_lens;
+        let old = per_token(&rows, lens, |i, k| samples[i].old[k], model)?;
+        let adv = per_token(&rows, lens, |i, _| samples[i].advantage, model)?;
         let reference = if o.loss.kl_coef != 0.0 {
-            Some(per_token(&b, &rows, |i, k| samples[i].reference[k], model)?)
+            Some(per_token(&rows, lens, |i, k| samples[i].reference[k], model)?)
         } else {
             None
         };
+        let mask = Tensor::ones_like(&adv)?;
         let out = ppo_loss(
             &PpoInputs {
                 logp: &scores.logprobs,
@@ -214,7 +211,7 @@ fn mini_batch_gradients(
                 old_logp: &old,
                 ref_logp: reference.as_ref(),
                 advantages: &adv,
-                mask: &b.response_mask,
+                mask: &mask,
             },
             o.loss,
             tokens as f64,
