@@ -54,6 +54,95 @@ fn last_dim(l: &Layout) -> CResult<usize> {
 }
 
 // ---------------------------------------------------------------------------------------------
+// Sampling attention: the keys each query of a left-padded, cached batch may see.
+
+/// The keys `lo..hi` query `q` (of `t` new queries against `total` keys) of a row with `pad`
+/// padding columns sees: its own position and those before it, padding excluded; a padding
+/// query sees only itself (which keeps it finite).
+fn visible_keys(q: usize, t: usize, total: usize, pad: usize) -> (usize, usize) {
+    let at = total - t + q;
+    if at < pad {
+        (at, at + 1)
+    } else {
+        (pad, at + 1)
+    }
+}
+
+/// Attention probabilities for sampling: `softmax(scale * x)` of the scores
+/// `x: [b, g, r * t, total]` (`t` new queries of `r` query heads per KV head `g`, against
+/// `total` cached and new keys) over the keys each query may see ([`visible_keys`], `pads[i]`
+/// the padding columns of row `i`); 0 elsewhere. One pass with a vectorised `exp` over the
+/// visible keys only, where the primitive version scales, adds a mask and exponentiates all
+/// of them. No backward: sampling only (other dtypes and devices: the primitive version).
+pub fn padded_causal_softmax(x: &Tensor, scale: f64, t: usize, pads: &[usize]) -> Result<Tensor> {
+    let (b, _, rows, _) = x.dims4()?;
+    if b != pads.len() || rows % t != 0 {
+        return Err(crate::error::PolicyError::Input(format!(
+            "padded_causal_softmax: scores {:?} for {} rows of {t} queries",
+            x.dims(),
+            pads.len()
+        )));
+    }
+    if !fusable(x) {
+        return padded_causal_softmax_primitive(x, scale, t, pads);
+    }
+    let op = PaddedCausalSoftmax { scale, t, pads: pads.to_vec() };
+    Ok(x.contiguous()?.apply_op1_no_bwd(&op)?)
+}
+
+/// [`padded_causal_softmax`] from primitive ops: an additive mask and the softmax.
+pub fn padded_causal_softmax_primitive(x: &Tensor, scale: f64, t: usize, pads: &[usize]) -> Result<Tensor> {
+    let (b, g, rows, total) = x.dims4()?;
+    let r = rows / t;
+    let mut mask = Vec::with_capacity(b * t * total);
+    for &pad in pads {
+        for q in 0..t {
+            let (lo, hi) = visible_keys(q, t, total, pad);
+            mask.extend((0..total).map(|k| if (lo..hi).contains(&k) { 0f32 } else { f32::NEG_INFINITY }));
+        }
+    }
+    let mask = Tensor::from_vec(mask, (b, 1, 1, t, total), x.device())?.to_dtype(x.dtype())?;
+    let scores = (x * scale)?.reshape((b, g, r, t, total))?.broadcast_add(&mask)?;
+    Ok(candle_nn::ops::softmax_last_dim(&scores)?.reshape((b, g, rows, total))?)
+}
+
+struct PaddedCausalSoftmax {
+    scale: f64,
+    t: usize,
+    pads: Vec<usize>,
+}
+
+fn padded_causal_softmax_fwd<T: RawFloat>(
+    s: &CpuStorage,
+    l: &Layout,
+    op: &PaddedCausalSoftmax,
+) -> CResult<(CpuStorage, Shape)> {
+    let x = slice::<T>(s, l, "padded_causal_softmax")?;
+    let total = last_dim(l)?;
+    let rows_per_batch = x.len() / total / op.pads.len().max(1);
+    let scale = T::from_f64(op.scale);
+    let mut out = vec![T::ZERO; x.len()];
+    out.par_chunks_mut(total)
+        .zip(x.par_chunks(total))
+        .enumerate()
+        .for_each(|(row, (y, x))| {
+            let pad = op.pads[row / rows_per_batch];
+            let (lo, hi) = visible_keys(row % op.t, op.t, total, pad);
+            softmax_into(&mut y[lo..hi], &x[lo..hi], scale);
+        });
+    Ok((T::to_cpu_storage_owned(out), l.shape().clone()))
+}
+
+impl CustomOp1 for PaddedCausalSoftmax {
+    fn name(&self) -> &'static str {
+        "policy-padded-causal-softmax"
+    }
+    fn cpu_fwd(&self, s: &CpuStorage, l: &Layout) -> CResult<(CpuStorage, Shape)> {
+        by_dtype!(s, padded_causal_softmax_fwd(s, l, self))
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
 // Causal softmax: softmax(scale * x + causal mask) over the last dimension.
 
 /// `softmax(scale * x + mask)` over the last dimension of `x: [.., r * t, t]` (queries by keys;
@@ -98,18 +187,22 @@ fn causal_softmax_fwd<T: RawFloat>(
         .enumerate()
         .for_each(|(row, (y, x))| {
             let keep = row % t + 1;
-            let m = x[..keep]
-                .iter()
-                .fold(T::NEG_INFINITY, |m, &v| m.maximum(v * scale));
-            for (y, &x) in y[..keep].iter_mut().zip(&x[..keep]) {
-                *y = (x * scale - m).exp();
-            }
-            let sum = sum_f64(y[..keep].iter().copied());
-            for y in &mut y[..keep] {
-                *y = *y / sum;
-            }
+            softmax_into(&mut y[..keep], &x[..keep], scale);
         });
     Ok((T::to_cpu_storage_owned(out), l.shape().clone()))
+}
+
+/// `y = softmax(scale * x)` of one row.
+fn softmax_into<T: RawFloat>(y: &mut [T], x: &[T], scale: T) {
+    let m = x.iter().fold(T::NEG_INFINITY, |m, &v| m.maximum(v * scale));
+    for (y, &x) in y.iter_mut().zip(x) {
+        *y = x * scale - m;
+    }
+    T::exp_in_place(y);
+    let sum = sum_f64(y.iter().copied());
+    for y in y.iter_mut() {
+        *y = *y / sum;
+    }
 }
 
 impl CustomOp1 for CausalSoftmax {
@@ -519,11 +612,23 @@ impl CustomOp2 for HeadTokenScores {
 
 struct TokenScores;
 
-/// Log-sum-exp of one row.
-fn log_sum_exp<T: RawFloat>(z: &[T]) -> T {
+/// The probabilities of one row of logits, written into `p`, and their log-sum-exp.
+fn softmax_row<T: RawFloat>(z: &[T], p: &mut [T]) -> T {
     let m = z.iter().fold(T::NEG_INFINITY, |m, &v| m.maximum(v));
-    let s = sum_f64(z.iter().map(|&v| (v - m).exp()));
+    for (p, &z) in p.iter_mut().zip(z) {
+        *p = z - m;
+    }
+    T::exp_in_place(p);
+    let s = sum_f64(p.iter().copied());
+    for p in p.iter_mut() {
+        *p = *p / s;
+    }
     m + s.ln()
+}
+
+/// `sum_j p_j z_j`, the expected logit.
+fn expected<T: RawFloat>(p: &[T], z: &[T]) -> T {
+    sum_f64(p.iter().zip(z).map(|(&p, &z)| p * z))
 }
 
 /// The target of each row, checked against the vocabulary size.
@@ -554,12 +659,14 @@ fn token_scores_fwd<T: RawFloat>(
     let mut out = vec![T::ZERO; rows * 2];
     out.par_chunks_mut(2)
         .zip(z.par_chunks(v).zip(targets.par_iter()))
-        .for_each(|(o, (z, &target))| {
-            let lse = log_sum_exp(z);
-            let expected = sum_f64(z.iter().map(|&v| (v - lse).exp() * v));
-            o[0] = z[target as usize] - lse;
-            o[1] = lse - expected;
-        });
+        .for_each_init(
+            || vec![T::ZERO; v],
+            |p, (o, (z, &target))| {
+                let lse = softmax_row(z, p);
+                o[0] = z[target as usize] - lse;
+                o[1] = lse - expected(p, z);
+            },
+        );
     let mut shape = zl.shape().dims().to_vec();
     *shape.last_mut().expect("non-empty shape") = 2;
     Ok((T::to_cpu_storage_owned(out), Shape::from(shape)))
@@ -609,19 +716,15 @@ fn token_scores_grad<T: RawFloat>(
         .zip(z.par_chunks(v).zip(g.par_chunks(2).zip(targets.par_iter())))
         .for_each(|(dz, (z, (g, &target)))| {
             let (g_lp, g_h) = (g[0], g[1]);
-            let lse = log_sum_exp(z);
+            // The probabilities first, in place; then each becomes its gradient.
+            let lse = softmax_row(z, dz);
             let has_h = g_h != T::ZERO;
-            let entropy = if has_h {
-                lse - sum_f64(z.iter().map(|&v| (v - lse).exp() * v))
-            } else {
-                T::ZERO
-            };
+            let entropy = if has_h { lse - expected(dz, z) } else { T::ZERO };
             for (dz, &z) in dz.iter_mut().zip(z) {
-                let logp = z - lse;
-                let p = logp.exp();
+                let p = *dz;
                 let mut d = T::ZERO - g_lp * p;
                 if has_h {
-                    d = d - g_h * p * (logp + entropy);
+                    d = d - g_h * p * (z - lse + entropy);
                 }
                 *dz = d;
             }
@@ -713,6 +816,29 @@ mod tests {
             |t| causal_softmax_primitive(&t[0], 0.7).unwrap(),
             1e-12,
         );
+    }
+
+    #[test]
+    fn padded_causal_softmax_matches_the_masked_softmax_in_prefill_and_decode() {
+        // [batch 3, 2 KV heads, 2 query heads x t queries, total keys], pads 0, 2 and 4.
+        let pads = [0, 2, 4];
+        for (t, total) in [(6, 6), (1, 7), (2, 9)] {
+            for dtype in [DType::F64, DType::F32] {
+                let x = rand(&[3, 2, 2 * t, total], 5 + t as u64).to_dtype(dtype).unwrap();
+                let fused = padded_causal_softmax(&x, 0.6, t, &pads).unwrap();
+                let primitive = padded_causal_softmax_primitive(&x, 0.6, t, &pads).unwrap();
+                let (f, p) = (fused.to_dtype(DType::F64).unwrap(), primitive.to_dtype(DType::F64).unwrap());
+                let tol = if dtype == DType::F64 { 1e-12 } else { 1e-6 };
+                assert!(max_abs_diff(&f, &p) < tol, "t {t}, total {total}, {dtype:?}");
+                // Hidden keys get exactly 0: padding, and keys after the query.
+                let all = f.flatten_all().unwrap().to_vec1::<f64>().unwrap();
+                let row = |b: usize, r: usize| &all[((b * 2) * 2 * t + r) * total..][..total];
+                let last = row(2, 2 * t - 1);
+                assert!(last[..4].iter().all(|&v| v == 0.0), "padding columns are hidden: {last:?}");
+                assert!((last.iter().sum::<f64>() - 1.0).abs() < tol);
+            }
+        }
+        assert!(padded_causal_softmax(&rand(&[2, 1, 4, 4], 1), 1.0, 4, &[0]).is_err());
     }
 
     #[test]

@@ -24,6 +24,7 @@ mod raw;
 pub mod sample;
 pub mod scratch;
 pub mod tokenizer;
+pub mod vexp;
 
 pub use error::{PolicyError, Result};
 pub use lora::{LoraAdapters, LoraConfig, TargetModule};

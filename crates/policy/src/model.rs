@@ -599,7 +599,6 @@ pub struct InferenceModel {
     head: Lin,
     cos: Tensor,
     sin: Tensor,
-    dtype: DType,
     device: Device,
 }
 
@@ -657,7 +656,6 @@ impl Llama {
             head: Lin::new(self.lm_head.as_ref().unwrap_or(&self.embed), quant)?,
             cos: self.cos.clone(),
             sin: self.sin.clone(),
-            dtype: self.dtype,
             device: self.device.clone(),
         })
     }
@@ -701,27 +699,14 @@ impl InferenceModel {
         let pad: Vec<usize> = prompts.iter().map(|p| t - p.len()).collect();
         let mut ids = Vec::with_capacity(b * t);
         let mut pos = Vec::with_capacity(b * t);
-        let mut mask = Vec::with_capacity(b * t * t);
         for (p, &np) in prompts.iter().zip(&pad) {
             ids.extend(std::iter::repeat_n(0u32, np));
             ids.extend_from_slice(p);
             pos.extend((0..t).map(|j| j.saturating_sub(np) as u32));
-            for q in 0..t {
-                // Padding queries attend to themselves only (keeps them finite).
-                mask.extend((0..t).map(|k| {
-                    let ok = if q < np { k == q } else { k >= np && k <= q };
-                    if ok {
-                        0f32
-                    } else {
-                        f32::NEG_INFINITY
-                    }
-                }));
-            }
         }
         let dev = &self.device;
         let ids = Tensor::from_vec(ids, (b, t), dev)?;
         let pos = Tensor::from_vec(pos, (b, t), dev)?;
-        let mask = Tensor::from_vec(mask, (b, 1, 1, t, t), dev)?.to_dtype(self.dtype)?;
         let mut cache = KvCache {
             k: Vec::new(),
             v: Vec::new(),
@@ -729,7 +714,7 @@ impl InferenceModel {
             next_pos: prompts.iter().map(Vec::len).collect(),
             len: 0,
         };
-        let logits = self.forward_cached(&ids, &pos, &mask, &mut cache)?;
+        let logits = self.forward_cached(&ids, &pos, &mut cache)?;
         cache.len = t;
         Ok((logits, cache))
     }
@@ -753,16 +738,11 @@ impl InferenceModel {
             }
         }
         let t = cache.len + 1;
-        let mut mask = Vec::with_capacity(b * t);
-        for &np in &cache.pad {
-            mask.extend((0..t).map(|k| if k >= np { 0f32 } else { f32::NEG_INFINITY }));
-        }
         let dev = &self.device;
         let ids = Tensor::from_vec(tokens.to_vec(), (b, 1), dev)?;
         let pos: Vec<u32> = cache.next_pos.iter().map(|&p| p as u32).collect();
         let pos = Tensor::from_vec(pos, (b, 1), dev)?;
-        let mask = Tensor::from_vec(mask, (b, 1, 1, 1, t), dev)?.to_dtype(self.dtype)?;
-        let logits = self.forward_cached(&ids, &pos, &mask, cache)?;
+        let logits = self.forward_cached(&ids, &pos, cache)?;
         cache.len = t;
         for p in cache.next_pos.iter_mut() {
             *p += 1;
@@ -770,13 +750,12 @@ impl InferenceModel {
         Ok(logits)
     }
 
-    /// `ids`, `pos`: `[b, t]`; `mask`: `[b, 1, 1, t, cache_len + t]` additive. Appends to the
-    /// cache; returns the last position's logits `[b, vocab]` in f32.
+    /// `ids`, `pos`: `[b, t]` (left-padded by `cache.pad`). Appends to the cache; returns the
+    /// last position's logits `[b, vocab]` in f32.
     fn forward_cached(
         &self,
         ids: &Tensor,
         pos: &Tensor,
-        mask: &Tensor,
         cache: &mut KvCache,
     ) -> Result<Tensor> {
         let (b, t) = ids.dims2()?;
@@ -806,7 +785,7 @@ impl InferenceModel {
                 Some((&cache.k[l], &cache.v[l]))
             };
             let (k_new, v_new, attn) =
-                self.attention_cached(layer, &normed, &cos, &sin, mask, past)?;
+                self.attention_cached(layer, &normed, &cos, &sin, &cache.pad, past)?;
             if first {
                 cache.k.push(k_new);
                 cache.v.push(v_new);
@@ -838,7 +817,7 @@ impl InferenceModel {
         x: &Tensor,
         cos: &Tensor,
         sin: &Tensor,
-        mask: &Tensor,
+        pads: &[usize],
         past: Option<(&Tensor, &Tensor)>,
     ) -> Result<(Tensor, Tensor, Tensor)> {
         let (b, t, _) = x.dims3()?;
@@ -874,12 +853,8 @@ impl InferenceModel {
             Some((pk, pv)) => (Tensor::cat(&[pk, &k], 2)?, Tensor::cat(&[pv, &v], 2)?),
             None => (k, v),
         };
-        let total = k.dim(2)?;
         let scale = 1.0 / (hd as f64).sqrt();
-        let scores = (q.matmul(&k.t()?)? * scale)?
-            .reshape((b, nkv, rep, t, total))?
-            .broadcast_add(mask)?;
-        let probs = candle_nn::ops::softmax_last_dim(&scores)?.reshape((b, nkv, rep * t, total))?;
+        let probs = crate::fused::padded_causal_softmax(&q.matmul(&k.t()?)?, scale, t, pads)?;
         let out = probs
             .matmul(&v)?
             .reshape((b, nh, t, hd))?

@@ -47,20 +47,21 @@ pub(crate) mod num_traits_like {
         const ZERO: Self;
         const NEG_INFINITY: Self;
         fn sqrt(self) -> Self;
-        fn exp(self) -> Self;
+        /// `x = exp(x)` over a slice (f32: vectorised, [`crate::vexp`]).
+        fn exp_in_place(xs: &mut [Self]);
         fn ln(self) -> Self;
         fn maximum(self, other: Self) -> Self;
     }
     macro_rules! float_impl {
-        ($t:ty) => {
+        ($t:ty, $exp_slice:expr) => {
             impl Float for $t {
                 const ZERO: Self = 0.0;
                 const NEG_INFINITY: Self = <$t>::NEG_INFINITY;
                 fn sqrt(self) -> Self {
                     <$t>::sqrt(self)
                 }
-                fn exp(self) -> Self {
-                    <$t>::exp(self)
+                fn exp_in_place(xs: &mut [Self]) {
+                    ($exp_slice)(xs)
                 }
                 fn ln(self) -> Self {
                     <$t>::ln(self)
@@ -71,8 +72,8 @@ pub(crate) mod num_traits_like {
             }
         };
     }
-    float_impl!(f32);
-    float_impl!(f64);
+    float_impl!(f32, crate::vexp::exp_in_place);
+    float_impl!(f64, |xs: &mut [f64]| xs.iter_mut().for_each(|x| *x = x.exp()));
 }
 
 fn contiguous_range(layout: &Layout, what: &str) -> Result<(usize, usize)> {

@@ -203,7 +203,7 @@ fn lora_learns_the_door_with_the_adapter_off_base_as_reference() {
     config.rl.init = chance_model(&config, &dir).display().to_string();
     config.rl.lora_rank = 8;
     config.rl.lora_alpha = 16.0;
-    config.rl.lr = 1e-2;
+    config.rl.lr = 5e-3;
     config.rl.kl_coef = 0.01;
     // Prompts unlike the fine-tuned model's: the run takes the ones saved beside it.
     config.prompt.compact = false;
