@@ -6,11 +6,18 @@ use std::process::ExitCode;
 use anyhow::{bail, Context, Result};
 use rlvmr_core::advantage::Algo;
 
+use trainer::config::RunConfig;
+
 use crate::eval_cmd::load_config;
+
+/// The main job, `rlvmr train` with no config: configs/cpu-l2.toml, built into the binary.
+pub const MAIN_PRESET: &str = include_str!("../../../configs/cpu-l2.toml");
 
 #[derive(clap::Args)]
 pub struct TrainArgs {
     /// A TOML run config (see configs/): [rl], [rollout], [reward], [advantage], [model], ...
+    /// Without one: the main job, configs/cpu-l2.toml (RLVMR on ALFWorld L2 from nothing on
+    /// a CPU: cold start, SFT, RL, then the L0, L1 and L2 test games).
     #[arg(long)]
     config: Option<PathBuf>,
     /// rlvmr (GRPO-MR), grpo, gigpo or rloo; overrides [advantage] algo.
@@ -58,7 +65,10 @@ pub fn run(args: TrainArgs) -> Result<ExitCode> {
             (load_config(Some(&saved))?, dir, true)
         }
         None => {
-            let mut config = load_config(args.config.as_deref())?;
+            let mut config = match &args.config {
+                Some(path) => load_config(Some(path))?,
+                None => RunConfig::from_toml(MAIN_PRESET).context("the built-in main preset (configs/cpu-l2.toml)")?,
+            };
             if let Some(algo) = &args.algo {
                 config.advantage.algo = parse_algo(algo)?;
             }
@@ -80,5 +90,32 @@ pub fn run(args: TrainArgs) -> Result<ExitCode> {
         .with_context(|| format!("rlvmr train into {}", out.display()))?;
     println!("{}", trainer::rl::metrics::final_table(&report));
     eprintln!("wrote {}/{{metrics.jsonl,rollouts/,checkpoints/,final/}}", report.dir.display());
+    write_plots(&report.dir);
     Ok(ExitCode::SUCCESS)
+}
+
+/// The run's charts into `DIR/plots` (as `rlvmr report DIR` draws them). A machine without a
+/// font gets a warning, not a failed run: the training is done and saved.
+fn write_plots(dir: &std::path::Path) {
+    let drawn = trainer::report::Run::read(dir).and_then(|run| trainer::report::draw(&[run], &dir.join("plots")));
+    match drawn {
+        Ok(files) => eprintln!("wrote {} charts into {}", files.len(), dir.join("plots").display()),
+        Err(e) => eprintln!("warning: no charts drawn ({e}); `rlvmr report {}` draws them later", dir.display()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_main_preset_is_rlvmr_on_l2_from_nothing_with_the_three_test_levels() {
+        let config = RunConfig::from_toml(MAIN_PRESET).unwrap();
+        config.validate().unwrap();
+        assert_eq!((config.env.name.as_str(), config.env.split.as_str()), ("alfworld", "L2"));
+        assert_eq!(config.rl.init, trainer::config::COLDSTART_INIT);
+        assert_eq!(config.model.path, trainer::config::SCRATCH_MODEL);
+        assert_eq!(config.advantage.algo, Algo::GrpoMr);
+        assert_eq!(config.rl.final_eval, ["L0", "L1", "L2"]);
+    }
 }

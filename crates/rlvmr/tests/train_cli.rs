@@ -78,6 +78,12 @@ fn the_smoke_preset_writes_metrics_rollouts_checkpoints_and_the_final_model() {
     let (code, stdout, err) = rlvmr(&["train", "--config", config.to_str().unwrap(), "--out", out.to_str().unwrap()]);
     assert_eq!(code, 0, "{err}");
     assert!(stdout.contains("| training, iteration 2 |") && stdout.contains("| eval L2, iteration 2 |"), "{stdout}");
+    // The final model on every L2 test game, and the run's charts.
+    assert!(stdout.contains("| final model, L2 test games | 38 |"), "{stdout}");
+    let summary: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(out.join("eval/L2.json")).unwrap()).unwrap();
+    assert_eq!(summary["episodes"], 38);
+    assert_eq!(json_lines(&out.join("eval/L2.jsonl")).len(), 38);
+    assert!(std::fs::read(out.join("plots/success.png")).unwrap().starts_with(b"\x89PNG"));
 
     let lines = json_lines(&out.join("metrics.jsonl"));
     let iterations: Vec<_> = lines.iter().filter(|l| l.get("eval").is_none()).collect();
@@ -255,6 +261,10 @@ fn bad_input_is_named_before_any_rollout() {
     let (code, _, err) = rlvmr(&["train", "--config", bad.to_str().unwrap()]);
     assert_eq!(code, 2);
     assert!(err.contains("rl.mini_batch"), "{err}");
+    std::fs::write(&bad, "[rl]\nfinal_eval = [\"L3\"]\n").unwrap();
+    let (code, _, err) = rlvmr(&["train", "--config", bad.to_str().unwrap()]);
+    assert_eq!(code, 2);
+    assert!(err.contains("rl.final_eval") && err.contains("L3"), "{err}");
     std::fs::write(&bad, "[rl]\nkl_coeff = 0.1\n").unwrap();
     let (_, _, err) = rlvmr(&["train", "--config", bad.to_str().unwrap()]);
     assert!(err.contains("kl_coeff"), "{err}");

@@ -299,6 +299,9 @@ pub struct RlSection {
     pub save_every: usize,
     /// Updates in a row with a non-finite loss or gradient before the run stops.
     pub max_bad_updates: usize,
+    /// Levels (`L0`, `L1`, `L2`) whose every test game the final model plays at the end of
+    /// the run, at `eval.temperature` (empty: none).
+    pub final_eval: Vec<String>,
 }
 
 impl Default for RlSection {
@@ -330,6 +333,7 @@ impl Default for RlSection {
             eval_episodes: None,
             save_every: 10,
             max_bad_updates: 3,
+            final_eval: Vec::new(),
         }
     }
 }
@@ -412,6 +416,9 @@ impl RlSection {
             positive("rl.eval_episodes", n)?;
         }
         positive("rl.max_bad_updates", self.max_bad_updates)?;
+        if let Some(bad) = self.final_eval.iter().find(|l| !["L0", "L1", "L2"].contains(&l.as_str())) {
+            return Err(TrainerError::value("rl.final_eval", format!("levels must be L0, L1 or L2, got {bad:?}")));
+        }
         Ok(())
     }
 }

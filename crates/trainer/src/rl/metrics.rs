@@ -328,6 +328,9 @@ pub fn final_table(report: &super::RlReport) -> String {
         let name = format!("eval {}, iteration {}", e.eval.split, e.iteration);
         out.push_str(&rates_row(&name, &e.eval.overall));
     }
+    for summary in &report.final_evals {
+        out.push_str(&rates_row(&format!("final model, {} test games", summary.split), &summary.overall));
+    }
     out.push_str(&format!("\nfinal model: {}\n", report.final_dir.display()));
     out
 }

@@ -78,6 +78,8 @@ pub struct RlReport {
     pub lines: Vec<IterationLine>,
     pub evals: Vec<EvalLine>,
     pub final_dir: PathBuf,
+    /// The final model on every test game of each `rl.final_eval` level.
+    pub final_evals: Vec<crate::eval::Summary>,
 }
 
 /// `position..position + count` of the draw sequence: seeded, shuffled passes over `tasks`
@@ -536,7 +538,37 @@ pub fn train_on(config: &RunConfig, provider: &dyn EnvProvider, out: &Path, resu
         policy::checkpoint::save_model(&models.model, &models.tokenizer, tmp)?;
         config.save(&tmp.join(RUN_CONFIG_FILE))
     })?;
-    Ok(RlReport { dir: out.to_path_buf(), iterations: rl.iterations, lines, evals, final_dir })
+    let final_evals = final_evaluations(config, &dir, &models)?;
+    Ok(RlReport { dir: out.to_path_buf(), iterations: rl.iterations, lines, evals, final_dir, final_evals })
+}
+
+/// The trained model on every test game of each `rl.final_eval` level, at
+/// `eval.temperature`; each summary goes to `DIR/eval/<level>.json` and each level's
+/// episodes to `DIR/eval/<level>.jsonl`.
+fn final_evaluations(config: &RunConfig, dir: &RunDir, models: &Models) -> Result<Vec<crate::eval::Summary>> {
+    let mut summaries = Vec::new();
+    if !config.rl.final_eval.is_empty() {
+        let folder = dir.file("eval");
+        std::fs::create_dir_all(&folder).map_err(|e| TrainerError::io(&folder, e))?;
+    }
+    for level in &config.rl.final_eval {
+        let provider = open_env(&config.env.name, level, config.env.data.as_deref())?;
+        let mut policy = ModelPolicy::sampling(
+            "final".to_string(),
+            &models.model,
+            models.tokenizer.clone(),
+            config.model_options(config.eval.temperature),
+        )?;
+        let tasks = eval_tasks(provider.as_ref(), None, config.run.seed);
+        eprintln!("final evaluation: {} test games of {level}", tasks.len());
+        let evaluation = evaluate(provider.as_ref(), &mut policy, &tasks, level, &config.collector_options(), config.run.seed)?;
+        dir.write_jsonl(&format!("eval/{level}.jsonl"), &evaluation.episodes)?;
+        let path = dir.file(&format!("eval/{level}.json"));
+        let text = serde_json::to_string_pretty(&evaluation.summary).map_err(|e| TrainerError::Invalid(e.to_string()))?;
+        write_file_atomically(&path, text.as_bytes())?;
+        summaries.push(evaluation.summary);
+    }
+    Ok(summaries)
 }
 
 /// Reply log-probs under the reference: the frozen copy, or with LoRA the base with its
