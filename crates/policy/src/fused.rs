@@ -120,16 +120,9 @@ fn padded_causal_softmax_fwd<T: RawFloat>(
     let x = slice::<T>(s, l, "padded_causal_softmax")?;
     let total = last_dim(l)?;
     let rows_per_batch = x.len() / total / op.pads.len().max(1);
-    let scale = T::from_f64(op.scale);
-    let mut out = vec![T::ZERO; x.len()];
-    out.par_chunks_mut(total)
-        .zip(x.par_chunks(total))
-        .enumerate()
-        .for_each(|(row, (y, x))| {
-            let pad = op.pads[row / rows_per_batch];
-            let (lo, hi) = visible_keys(row % op.t, op.t, total, pad);
-            softmax_into(&mut y[lo..hi], &x[lo..hi], scale);
-        });
+    let out = softmax_rows(x, total, T::from_f64(op.scale), |row| {
+        visible_keys(row % op.t, op.t, total, op.pads[row / rows_per_batch])
+    });
     Ok((T::to_cpu_storage_owned(out), l.shape().clone()))
 }
 
@@ -180,16 +173,27 @@ fn causal_softmax_fwd<T: RawFloat>(
     if dims.len() < 2 || dims[dims.len() - 2] % t != 0 {
         candle_core::bail!("causal_softmax: expected [.., r * t, t], got {dims:?}");
     }
-    let scale = T::from_f64(scale);
+    let out = softmax_rows(x, t, T::from_f64(scale), |row| (0, row % t + 1));
+    Ok((T::to_cpu_storage_owned(out), l.shape().clone()))
+}
+
+/// `softmax(scale * x)` of each row of `width` columns over the columns `keys(row)`
+/// (`lo..hi`); the other columns get 0.
+fn softmax_rows<T: RawFloat>(
+    x: &[T],
+    width: usize,
+    scale: T,
+    keys: impl Fn(usize) -> (usize, usize) + Sync,
+) -> Vec<T> {
     let mut out = vec![T::ZERO; x.len()];
-    out.par_chunks_mut(t)
-        .zip(x.par_chunks(t))
+    out.par_chunks_mut(width)
+        .zip(x.par_chunks(width))
         .enumerate()
         .for_each(|(row, (y, x))| {
-            let keep = row % t + 1;
-            softmax_into(&mut y[..keep], &x[..keep], scale);
+            let (lo, hi) = keys(row);
+            softmax_into(&mut y[lo..hi], &x[lo..hi], scale);
         });
-    Ok((T::to_cpu_storage_owned(out), l.shape().clone()))
+    out
 }
 
 /// `y = softmax(scale * x)` of one row.

@@ -89,6 +89,9 @@ impl Default for EnvSection {
 /// `model.path` naming a model made from nothing (see [`ScratchConfig`]).
 pub const SCRATCH_MODEL: &str = "scratch";
 
+/// The generalisation levels a run can train on or be evaluated at.
+pub const LEVELS: [&str; 3] = ["L0", "L1", "L2"];
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct ModelSection {
@@ -416,7 +419,7 @@ impl RlSection {
             positive("rl.eval_episodes", n)?;
         }
         positive("rl.max_bad_updates", self.max_bad_updates)?;
-        if let Some(bad) = self.final_eval.iter().find(|l| !["L0", "L1", "L2"].contains(&l.as_str())) {
+        if let Some(bad) = self.final_eval.iter().find(|l| !LEVELS.contains(&l.as_str())) {
             return Err(TrainerError::value("rl.final_eval", format!("levels must be L0, L1 or L2, got {bad:?}")));
         }
         Ok(())
@@ -509,7 +512,7 @@ impl RunConfig {
                 format!("must be alfworld or sciworld, got {:?}", self.env.name),
             ));
         }
-        if !["L0", "L1", "L2"].contains(&self.env.split.as_str()) {
+        if !LEVELS.contains(&self.env.split.as_str()) {
             return Err(TrainerError::value(
                 "env.split",
                 format!("must be L0, L1 or L2, got {:?}", self.env.split),

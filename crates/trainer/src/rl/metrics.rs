@@ -151,7 +151,8 @@ impl IterationLine {
         let terms = &update.terms;
         let sequence_tokens: usize = facts.samples.iter().map(|s| s.prompt.len() + s.response.len()).sum();
         let epochs = config.rl.ppo_epochs;
-        let passes = if config.rl.kl_coef != 0.0 { 2 } else { 1 };
+        // The old log-probs, and the reference ones where the samples carry them.
+        let passes = 1 + usize::from(facts.samples.iter().any(|s| !s.reference.is_empty()));
         IterationLine {
             iteration,
             episodes: episodes.len(),

@@ -40,7 +40,7 @@ use crate::collector::{collect, grouped_specs, mix};
 use crate::config::{RunConfig, COLDSTART_INIT};
 use crate::envs::{open_env, EnvProvider};
 use crate::error::{Result, TrainerError};
-use crate::eval::{eval_tasks, evaluate};
+use crate::eval::{eval_tasks, evaluate, Evaluation};
 use crate::policies::ModelPolicy;
 use crate::record::{EpisodeRecord, TaskRef};
 use crate::rundir::RunDir;
@@ -368,17 +368,32 @@ fn save_checkpoint(dir: &RunDir, config: &RunConfig, models: &Models, opt: &Adam
 /// Evaluates the current weights on the level's test games at `eval.temperature`.
 fn evaluate_now(config: &RunConfig, provider: &dyn EnvProvider, models: &Models, iteration: usize) -> Result<EvalLine> {
     let started = Instant::now();
+    let name = format!("iteration {iteration}");
+    let evaluation = evaluate_model(config, provider, models, name, &config.env.split, config.rl.eval_episodes, false)?;
+    Ok(EvalLine::new(iteration, &evaluation.summary, started.elapsed().as_secs_f64()))
+}
+
+/// The current weights on `episodes` test games of `provider` (all: `None`) at
+/// `eval.temperature`.
+fn evaluate_model(
+    config: &RunConfig,
+    provider: &dyn EnvProvider,
+    models: &Models,
+    name: String,
+    level: &str,
+    episodes: Option<usize>,
+    progress: bool,
+) -> Result<Evaluation> {
     let mut policy = ModelPolicy::sampling(
-        format!("iteration {iteration}"),
+        name,
         &models.model,
         models.tokenizer.clone(),
         config.model_options(config.eval.temperature),
     )?;
-    let tasks = eval_tasks(provider, config.rl.eval_episodes, config.run.seed);
+    let tasks = eval_tasks(provider, episodes, config.run.seed);
     let mut options = config.collector_options();
-    options.progress = false;
-    let evaluation = evaluate(provider, &mut policy, &tasks, &config.env.split, &options, config.run.seed)?;
-    Ok(EvalLine::new(iteration, &evaluation.summary, started.elapsed().as_secs_f64()))
+    options.progress = progress;
+    evaluate(provider, &mut policy, &tasks, level, &options, config.run.seed)
 }
 
 /// Runs (or with `resume`, continues) `rlvmr train` into `out` on the config's environment.
@@ -553,15 +568,8 @@ fn final_evaluations(config: &RunConfig, dir: &RunDir, models: &Models) -> Resul
     }
     for level in &config.rl.final_eval {
         let provider = open_env(&config.env.name, level, config.env.data.as_deref())?;
-        let mut policy = ModelPolicy::sampling(
-            "final".to_string(),
-            &models.model,
-            models.tokenizer.clone(),
-            config.model_options(config.eval.temperature),
-        )?;
-        let tasks = eval_tasks(provider.as_ref(), None, config.run.seed);
-        eprintln!("final evaluation: {} test games of {level}", tasks.len());
-        let evaluation = evaluate(provider.as_ref(), &mut policy, &tasks, level, &config.collector_options(), config.run.seed)?;
+        eprintln!("final evaluation: every test game of {level}");
+        let evaluation = evaluate_model(config, provider.as_ref(), models, "final".into(), level, None, true)?;
         dir.write_jsonl(&format!("eval/{level}.jsonl"), &evaluation.episodes)?;
         let path = dir.file(&format!("eval/{level}.json"));
         let text = serde_json::to_string_pretty(&evaluation.summary).map_err(|e| TrainerError::Invalid(e.to_string()))?;
