@@ -74,12 +74,16 @@ enum Command {
     Eval(eval_cmd::EvalArgs),
     /// Annotated expert demonstrations and SFT samples for the cold start.
     Coldstart(coldstart_cmd::ColdstartArgs),
-    /// Supervised fine-tuning on cold-start samples (loss on response tokens only).
+    /// Supervised fine-tuning on cold-start samples (loss on the replies, and on the prompts
+    /// weighted by sft.prompt_loss_weight).
     Sft(sft_cmd::SftArgs),
     /// Reinforcement learning: GRPO-MR (RLVMR) or a baseline, with checkpoints and resume.
     Train(train_cmd::TrainArgs),
     /// Charts (PNG) and the final table of one or more `rlvmr train` runs, overlaid.
     Report(report_cmd::ReportArgs),
+    /// The final L0/L1/L2 evaluations of several runs as one table, seeds of a method pooled
+    /// (mean ± standard deviation).
+    Compare(report_cmd::CompareArgs),
     /// ALFWorld: replay, play, expert, benchmark.
     Alfworld {
         #[command(subcommand)]
@@ -311,6 +315,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Command::Sft(args) => sft_cmd::run(args),
         Command::Train(args) => train_cmd::run(args),
         Command::Report(args) => report_cmd::run(args),
+        Command::Compare(args) => report_cmd::compare(args),
         Command::Sciworld { command } => sciworld_cmd::run(command),
         Command::Alfworld { command } => match command {
             AlfworldCommand::Replay { data } => replay(&data),
@@ -336,8 +341,37 @@ fn main() -> ExitCode {
     match run(cli) {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            eprintln!("error: {}", error_text(&e));
             ExitCode::from(2)
         }
+    }
+}
+
+/// The error and its causes on one line, each cause once: errors that already print their
+/// source (`path: reason`) and also expose it as their cause would otherwise repeat it.
+fn error_text(e: &anyhow::Error) -> String {
+    let mut text = e.to_string();
+    for cause in e.chain().skip(1) {
+        let cause = cause.to_string();
+        if !text.ends_with(&cause) {
+            text.push_str(": ");
+            text.push_str(&cause);
+        }
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_error_that_prints_its_source_names_it_once() {
+        let io = std::io::Error::new(std::io::ErrorKind::NotFound, "No such file");
+        let e = anyhow::Error::new(trainer::TrainerError::Io { path: "runs/x.jsonl".into(), source: io })
+            .context("rlvmr sft");
+        assert_eq!(error_text(&e), "rlvmr sft: runs/x.jsonl: No such file");
+        let e = anyhow::anyhow!("inner").context("outer");
+        assert_eq!(error_text(&e), "outer: inner");
     }
 }

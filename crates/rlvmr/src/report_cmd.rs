@@ -30,3 +30,18 @@ pub fn run(args: ReportArgs) -> Result<ExitCode> {
     }
     Ok(ExitCode::SUCCESS)
 }
+
+#[derive(clap::Args)]
+pub struct CompareArgs {
+    /// Run directories: `rlvmr train` runs with `rl.final_eval` (DIR/eval/L0.json ..) or folders
+    /// of `rlvmr eval --out DIR/L0` .. (a model without RL). Directories named
+    /// `<method>-seed<N>` are seeds of one method: one row, mean ± standard deviation.
+    #[arg(required = true)]
+    runs: Vec<PathBuf>,
+}
+
+/// `rlvmr compare`: the final evaluations of several runs as one Markdown table on stdout.
+pub fn compare(args: CompareArgs) -> Result<ExitCode> {
+    println!("{}", trainer::report::comparison(&args.runs)?);
+    Ok(ExitCode::SUCCESS)
+}

@@ -27,11 +27,14 @@ pub struct TrainArgs {
     /// model's name, or `coldstart`; overrides [rl] init.
     #[arg(long)]
     init: Option<String>,
+    /// Seed of every random choice of the run (games, sampling, shuffles); overrides [run] seed.
+    #[arg(long)]
+    seed: Option<u64>,
     /// Run directory (default: <run.out_dir>/<run.name>/<algo>).
     #[arg(long)]
     out: Option<PathBuf>,
     /// Continue the run in DIR from its last complete checkpoint, with the config it saved.
-    #[arg(long, conflicts_with_all = ["config", "algo", "init", "out"])]
+    #[arg(long, conflicts_with_all = ["config", "algo", "init", "seed", "out"])]
     resume: Option<PathBuf>,
 }
 
@@ -74,6 +77,9 @@ pub fn run(args: TrainArgs) -> Result<ExitCode> {
             }
             if let Some(init) = args.init {
                 config.rl.init = init;
+            }
+            if let Some(seed) = args.seed {
+                config.run.seed = seed;
             }
             config.validate()?;
             let out = args.out.unwrap_or_else(|| {

@@ -373,9 +373,158 @@ pub fn table(runs: &[Run]) -> String {
     out
 }
 
+/// One level's final evaluation of a run: `DIR/eval/<level>.json` (written by `rlvmr train`'s
+/// `rl.final_eval`) or `DIR/<level>/summary.json` (written by `rlvmr eval --out DIR/<level>`,
+/// for a model without RL). `None` when the run has neither.
+fn level_summary(dir: &Path, level: &str) -> Result<Option<Value>> {
+    let candidates = [dir.join("eval").join(format!("{level}.json")), dir.join(level).join("summary.json")];
+    let Some(path) = candidates.iter().find(|p| p.is_file()) else {
+        return Ok(None);
+    };
+    let text = std::fs::read_to_string(path).map_err(|e| TrainerError::io(path, e))?;
+    let value: Value = serde_json::from_str(&text)
+        .map_err(|e| TrainerError::Invalid(format!("{}: not an evaluation summary: {e}", path.display())))?;
+    if number(&value, "/success_rate").is_none() {
+        return Err(TrainerError::Invalid(format!("{}: no \"success_rate\": not an evaluation summary", path.display())));
+    }
+    Ok(Some(value))
+}
+
+/// The method a run directory stands for: its name without a `-seed<N>` suffix, so the
+/// seeds of one method share a row.
+pub fn method_of(dir: &Path) -> String {
+    let name = dir.file_name().map_or_else(|| dir.display().to_string(), |n| n.to_string_lossy().into_owned());
+    match name.rsplit_once("-seed") {
+        Some((method, seed)) if !method.is_empty() && !seed.is_empty() && seed.bytes().all(|b| b.is_ascii_digit()) => {
+            method.to_string()
+        }
+        _ => name,
+    }
+}
+
+/// `mean ± sd` in percent over the runs that have the value (sample standard deviation;
+/// the mean alone for one run, `–` for none), with `digits` decimals after scaling.
+fn mean_sd(values: &[f64], scale: f64, digits: usize) -> String {
+    match values.len() {
+        0 => "–".into(),
+        1 => format!("{:.digits$}", scale * values[0]),
+        n => {
+            let mean = values.iter().sum::<f64>() / n as f64;
+            let var = values.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / (n - 1) as f64;
+            format!("{:.digits$} ± {:.digits$}", scale * mean, scale * var.sqrt())
+        }
+    }
+}
+
+/// The comparison table of final evaluations: one row per method (run directories named
+/// `<method>-seed<N>` are that method's seeds; any other name is its own method), success on
+/// each level as mean ± standard deviation over the seeds, and the L2 test games' behaviour
+/// (invalid, inadmissible and repetitive rates, average actions, tag mix), the level the
+/// methods are compared on. A run without any final evaluation is an error naming it.
+pub fn comparison(dirs: &[PathBuf]) -> Result<String> {
+    let mut methods: Vec<(String, Vec<[Option<Value>; 3]>)> = Vec::new();
+    for dir in dirs {
+        let levels = [
+            level_summary(dir, crate::config::LEVELS[0])?,
+            level_summary(dir, crate::config::LEVELS[1])?,
+            level_summary(dir, crate::config::LEVELS[2])?,
+        ];
+        if levels.iter().all(Option::is_none) {
+            return Err(TrainerError::Invalid(format!(
+                "{}: no final evaluation (eval/L0.json .. eval/L2.json of rlvmr train, or L0/summary.json .. of rlvmr eval --out)",
+                dir.display()
+            )));
+        }
+        let method = method_of(dir);
+        match methods.iter_mut().find(|(m, _)| *m == method) {
+            Some((_, runs)) => runs.push(levels),
+            None => methods.push((method, vec![levels])),
+        }
+    }
+    let mut out = String::from(
+        "| method | runs | L0 success % | L1 success % | L2 success % | L2 invalid % | L2 inadmissible % | L2 repetitive % | L2 avg actions | L2 planning / explore / reflection / monitor % |\n\
+         |---|---:|---:|---:|---:|---:|---:|---:|---:|---|\n",
+    );
+    for (method, runs) in &methods {
+        let values = |level: usize, pointer: &str| -> Vec<f64> {
+            runs.iter().filter_map(|r| r[level].as_ref().and_then(|v| number(v, pointer))).collect()
+        };
+        // A tag missing from a tag mix was never used: 0.
+        let tag = |key: &str| -> String {
+            let shares: Vec<f64> = runs
+                .iter()
+                .filter_map(|r| r[2].as_ref())
+                .map(|v| v.pointer("/tag_mix").and_then(|m| m.get(key)).and_then(Value::as_f64).unwrap_or(0.0))
+                .collect();
+            mean_sd(&shares, 100.0, 1)
+        };
+        out.push_str(&format!(
+            "| {method} | {} | {} | {} | {} | {} | {} | {} | {} | {} / {} / {} / {} |\n",
+            runs.len(),
+            mean_sd(&values(0, "/success_rate"), 100.0, 1),
+            mean_sd(&values(1, "/success_rate"), 100.0, 1),
+            mean_sd(&values(2, "/success_rate"), 100.0, 1),
+            mean_sd(&values(2, "/invalid_rate"), 100.0, 1),
+            mean_sd(&values(2, "/inadmissible_rate"), 100.0, 1),
+            mean_sd(&values(2, "/repetitive_rate"), 100.0, 1),
+            mean_sd(&values(2, "/avg_actions"), 1.0, 2),
+            tag("planning"),
+            tag("explore"),
+            tag("reflection"),
+            tag("monitor"),
+        ));
+    }
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn summary(success: f64, invalid: f64) -> String {
+        serde_json::json!({"split": "L2", "episodes": 38, "success_rate": success, "invalid_rate": invalid,
+            "inadmissible_rate": 0.5, "repetitive_rate": 0.25, "avg_actions": 20.0,
+            "tag_mix": {"planning": 0.1, "explore": 0.2, "monitor": 0.7}})
+        .to_string()
+    }
+
+    #[test]
+    fn the_comparison_groups_seeds_and_reads_both_summary_layouts() {
+        let root = std::env::temp_dir().join(format!("report-compare-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        for (run, success) in [("rlvmr-seed0", 0.2), ("rlvmr-seed1", 0.4)] {
+            std::fs::create_dir_all(root.join(run).join("eval")).unwrap();
+            for level in ["L0", "L2"] {
+                std::fs::write(root.join(run).join("eval").join(format!("{level}.json")), summary(success, 0.1)).unwrap();
+            }
+        }
+        std::fs::create_dir_all(root.join("sft-only").join("L2")).unwrap();
+        std::fs::write(root.join("sft-only/L2/summary.json"), summary(0.05, 0.3)).unwrap();
+        let dirs = [root.join("rlvmr-seed0"), root.join("rlvmr-seed1"), root.join("sft-only")];
+        let table = comparison(&dirs).unwrap();
+        // 20% and 40%: mean 30, sample sd 14.1; no L1 summary: –.
+        assert!(
+            table.contains("| rlvmr | 2 | 30.0 ± 14.1 | – | 30.0 ± 14.1 | 10.0 ± 0.0 | 50.0 ± 0.0 | 25.0 ± 0.0 | 20.00 ± 0.00 | 10.0 ± 0.0 / 20.0 ± 0.0 / 0.0 ± 0.0 / 70.0 ± 0.0 |"),
+            "{table}"
+        );
+        assert!(table.contains("| sft-only | 1 | – | – | 5.0 | 30.0 | 50.0 | 25.0 | 20.00 | 10.0 / 20.0 / 0.0 / 70.0 |"), "{table}");
+        std::fs::create_dir_all(root.join("empty")).unwrap();
+        let err = comparison(&[root.join("empty")]).unwrap_err().to_string();
+        assert!(err.contains("empty") && err.contains("no final evaluation"), "{err}");
+        std::fs::write(root.join("sft-only/L2/summary.json"), "{\"episodes\": 3}").unwrap();
+        let err = comparison(&[root.join("sft-only")]).unwrap_err().to_string();
+        assert!(err.contains("summary.json") && err.contains("success_rate"), "{err}");
+        let _ = std::fs::remove_dir_all(&root);
+    }
+
+    #[test]
+    fn a_seed_suffix_names_the_method() {
+        assert_eq!(method_of(Path::new("runs/cmp/grpo-seed12")), "grpo");
+        assert_eq!(method_of(Path::new("runs/cmp/grpo-tagged-seed0")), "grpo-tagged");
+        assert_eq!(method_of(Path::new("runs/cmp/grpo-seedling")), "grpo-seedling");
+        assert_eq!(method_of(Path::new("runs/cmp/-seed1")), "-seed1");
+        assert_eq!(method_of(Path::new("runs/cmp/sft-only")), "sft-only");
+    }
 
     #[test]
     fn a_bad_metrics_line_is_named() {
