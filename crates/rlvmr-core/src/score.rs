@@ -171,6 +171,54 @@ pub fn score(config: &ScoreConfig, episodes: &[EpisodeIn]) -> Result<Vec<Episode
         .collect())
 }
 
+/// Scores episodes given as JSON objects (`rlvmr score`'s input schema) and returns each
+/// one back with its scores merged in: every step gains `format_valid`, `tag`, `action`,
+/// `admissible`, `reward`, `mr_reward`, `advantage` and `invalid_reasons`, the episode a
+/// `metrics` object. An entry that is not an episode comes back as `Err(why)` and leaves the
+/// groups; the others are scored together (groups by `uid` over the whole batch).
+pub fn score_json(
+    config: &ScoreConfig,
+    values: Vec<serde_json::Value>,
+) -> Result<Vec<Result<serde_json::Value, String>>, ScoreError> {
+    use serde_json::Value;
+    let read: Vec<Result<(serde_json::Map<String, Value>, EpisodeIn), String>> = values
+        .into_iter()
+        .map(|value| {
+            let Value::Object(map) = value else { return Err("expected a JSON object".to_string()) };
+            match serde_json::from_value::<EpisodeIn>(Value::Object(map.clone())) {
+                Ok(episode) => Ok((map, episode)),
+                Err(e) => Err(format!("not an episode: {e}")),
+            }
+        })
+        .collect();
+    let episodes: Vec<EpisodeIn> = read.iter().filter_map(|r| r.as_ref().ok().map(|(_, e)| e.clone())).collect();
+    let mut scored = score(config, &episodes)?.into_iter();
+    Ok(read
+        .into_iter()
+        .map(|entry| {
+            let (original, _) = entry?;
+            let episode = scored.next().expect("one score per episode read");
+            Ok(merge(original, &episode))
+        })
+        .collect())
+}
+
+/// `original` with `scored`'s step fields and metrics merged in.
+fn merge(mut original: serde_json::Map<String, serde_json::Value>, scored: &EpisodeScore) -> serde_json::Value {
+    use serde_json::Value;
+    if let Some(Value::Array(steps)) = original.get_mut("steps") {
+        for (step, score) in steps.iter_mut().zip(&scored.steps) {
+            if let (Value::Object(step), Ok(Value::Object(add))) = (step, serde_json::to_value(score)) {
+                step.extend(add);
+            }
+        }
+    }
+    if let Ok(metrics) = serde_json::to_value(&scored.metrics) {
+        original.insert("metrics".into(), metrics);
+    }
+    Value::Object(original)
+}
+
 /// Groups' sizes by uid, for reporting.
 pub fn group_sizes(episodes: &[EpisodeIn]) -> BTreeMap<&str, usize> {
     let mut sizes = BTreeMap::new();

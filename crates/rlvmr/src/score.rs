@@ -5,8 +5,8 @@ use std::path::Path;
 use std::process::ExitCode;
 
 use anyhow::{Context, Result};
-use rlvmr_core::{EpisodeIn, ScoreConfig};
-use serde_json::{Map, Value};
+use rlvmr_core::ScoreConfig;
+use serde_json::Value;
 
 pub fn load_config(path: Option<&Path>, algo: Option<&str>) -> Result<ScoreConfig> {
     let mut config: ScoreConfig = match path {
@@ -24,57 +24,29 @@ pub fn load_config(path: Option<&Path>, algo: Option<&str>) -> Result<ScoreConfi
     Ok(config)
 }
 
-enum Line {
-    Episode(Map<String, Value>, EpisodeIn),
-    Failed(String),
-}
-
-fn read_line(text: &str) -> Line {
-    let value: Value = match serde_json::from_str(text) {
-        Ok(v) => v,
-        Err(e) => return Line::Failed(format!("malformed JSON: {e}")),
-    };
-    let Value::Object(map) = value else { return Line::Failed("expected a JSON object".into()) };
-    match serde_json::from_value::<EpisodeIn>(Value::Object(map.clone())) {
-        Ok(e) => Line::Episode(map, e),
-        Err(e) => Line::Failed(format!("not an episode: {e}")),
-    }
-}
-
-/// Writes each input episode back with its scores merged in.
-fn merge(mut original: Map<String, Value>, scored: &rlvmr_core::EpisodeScore) -> Result<Value> {
-    if let Some(Value::Array(steps)) = original.get_mut("steps") {
-        for (step, score) in steps.iter_mut().zip(&scored.steps) {
-            if let (Value::Object(step), Value::Object(add)) = (step, serde_json::to_value(score)?) {
-                step.extend(add);
-            }
-        }
-    }
-    original.insert("metrics".into(), serde_json::to_value(&scored.metrics)?);
-    Ok(Value::Object(original))
-}
-
 pub fn run(algo: Option<&str>, config: Option<&Path>) -> Result<ExitCode> {
     let config = load_config(config, algo)?;
-    let mut lines: Vec<(usize, Line)> = Vec::new();
+    // (line number, the episode, or why the line is not one)
+    let mut lines: Vec<(usize, Result<Value, String>)> = Vec::new();
     crate::jsonl::for_each_line(io::stdin().lock(), |n, line| {
-        lines.push((n, line.map_or_else(Line::Failed, read_line)));
+        let value = line.and_then(|text| serde_json::from_str::<Value>(text).map_err(|e| format!("malformed JSON: {e}")));
+        lines.push((n, value));
         Ok(())
     })?;
-    let episodes: Vec<EpisodeIn> = lines.iter().filter_map(|(_, l)| if let Line::Episode(_, e) = l { Some(e.clone()) } else { None }).collect();
-    let scored = rlvmr_core::score(&config, &episodes).map_err(|e| anyhow::anyhow!("{e}"))?;
-    let mut scored = scored.into_iter();
+    let values: Vec<Value> = lines.iter().filter_map(|(_, v)| v.as_ref().ok().cloned()).collect();
+    let mut scored = rlvmr_core::score_json(&config, values).map_err(|e| anyhow::anyhow!("{e}"))?.into_iter();
     let mut out = io::BufWriter::new(io::stdout().lock());
     let mut failed = 0;
     for (n, line) in lines {
-        let value = match line {
-            Line::Episode(original, _) => merge(original, &scored.next().context("internal: fewer scores than episodes")?)?,
-            Line::Failed(error) => {
-                failed += 1;
-                eprintln!("line {n}: {error}");
-                serde_json::json!({"line": n, "error": error})
-            }
+        let result = match line {
+            Ok(_) => scored.next().context("internal: fewer scores than episodes")?,
+            Err(error) => Err(error),
         };
+        let value = result.unwrap_or_else(|error| {
+            failed += 1;
+            eprintln!("line {n}: {error}");
+            serde_json::json!({"line": n, "error": error})
+        });
         serde_json::to_writer(&mut out, &value)?;
         out.write_all(b"\n")?;
     }

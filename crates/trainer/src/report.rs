@@ -21,6 +21,8 @@ pub struct Run {
     pub name: String,
     pub iterations: Vec<Value>,
     pub evals: Vec<Value>,
+    /// The final model's evaluation per level (`rl.final_eval`), in level order.
+    pub finals: Vec<(String, Value)>,
 }
 
 impl Run {
@@ -57,7 +59,13 @@ impl Run {
                 path.display()
             )));
         }
-        Ok(Run { name: dir.display().to_string(), iterations, evals })
+        let mut finals = Vec::new();
+        for level in crate::config::LEVELS {
+            if let Some(summary) = level_summary(dir, level)? {
+                finals.push((level.to_string(), summary));
+            }
+        }
+        Ok(Run { name: dir.display().to_string(), iterations, evals, finals })
     }
 }
 
@@ -299,7 +307,8 @@ fn draw_chart(path: &Path, title: &str, panels: &[Panel], runs: &[Run]) -> Resul
     root.present().map_err(|e| draw_error(path, e))
 }
 
-/// Draws every chart of `runs` into `out` (created); returns the files written.
+/// Draws every chart of `runs` into `out` (created), and `final.png` when a run has final
+/// evaluations; returns the files written.
 pub fn draw(runs: &[Run], out: &Path) -> Result<Vec<PathBuf>> {
     load_font()?;
     std::fs::create_dir_all(out).map_err(|e| TrainerError::io(out, e))?;
@@ -309,7 +318,69 @@ pub fn draw(runs: &[Run], out: &Path) -> Result<Vec<PathBuf>> {
         draw_chart(&path, title, &panels, runs)?;
         written.push(path);
     }
+    if runs.iter().any(|r| !r.finals.is_empty()) {
+        let path = out.join("final.png");
+        draw_finals(&path, runs)?;
+        written.push(path);
+    }
     Ok(written)
+}
+
+/// `final.png`: the final model's success on each level's test games, one bar per run
+/// (grouped by level, the runs' colours as on the other charts).
+fn draw_finals(path: &Path, runs: &[Run]) -> Result<()> {
+    let levels = crate::config::LEVELS;
+    let root = BitMapBackend::new(path, (200 + 160 * levels.len() as u32 + 40 * runs.len() as u32, 480)).into_drawing_area();
+    root.fill(&WHITE).map_err(|e| draw_error(path, e))?;
+    let mut chart = ChartBuilder::on(&root)
+        .caption("Final model, success on the test games (%)", ("sans-serif", 22))
+        .margin(12)
+        .x_label_area_size(32)
+        .y_label_area_size(48)
+        .build_cartesian_2d(0.0..levels.len() as f64, 0.0..100.0)
+        .map_err(|e| draw_error(path, e))?;
+    chart
+        .configure_mesh()
+        .disable_x_mesh()
+        .x_label_formatter(&|_| String::new())
+        .y_label_formatter(&|y| format!("{y:.0}"))
+        .label_style(("sans-serif", 14))
+        .draw()
+        .map_err(|e| draw_error(path, e))?;
+    // Level names at the top of each group of bars.
+    chart
+        .draw_series(levels.iter().enumerate().map(|(slot, level)| {
+            Text::new(level.to_string(), (slot as f64 + 0.45, 97.0), ("sans-serif", 16))
+        }))
+        .map_err(|e| draw_error(path, e))?;
+    let width = 0.8 / runs.len().max(1) as f64;
+    for (i, run) in runs.iter().enumerate() {
+        let color = Palette99::pick(i).to_rgba();
+        let bars: Vec<Rectangle<(f64, f64)>> = run
+            .finals
+            .iter()
+            .filter_map(|(level, summary)| {
+                let slot = levels.iter().position(|l| l == level)? as f64;
+                let left = slot + 0.1 + i as f64 * width;
+                let success = 100.0 * number(summary, "/success_rate")?;
+                Some(Rectangle::new([(left, 0.0), (left + width * 0.9, success)], color.filled()))
+            })
+            .collect();
+        chart
+            .draw_series(bars)
+            .map_err(|e| draw_error(path, e))?
+            .label(run.name.clone())
+            .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 14, y + 5)], color.filled()));
+    }
+    chart
+        .configure_series_labels()
+        .label_font(("sans-serif", 13))
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK.mix(0.4))
+        .position(SeriesLabelPosition::UpperRight)
+        .draw()
+        .map_err(|e| draw_error(path, e))?;
+    root.present().map_err(|e| draw_error(path, e))
 }
 
 fn percent(line: Option<&Value>, pointer: &str) -> String {
@@ -508,6 +579,12 @@ mod tests {
             "{table}"
         );
         assert!(table.contains("| sft-only | 1 | – | – | 5.0 | 30.0 | 50.0 | 25.0 | 20.00 | 10.0 / 20.0 / 0.0 / 70.0 |"), "{table}");
+        // A train run's final evaluations come with its curves (final.png).
+        std::fs::write(root.join("rlvmr-seed0/metrics.jsonl"), "{\"iteration\": 1, \"success\": 0.5}\n").unwrap();
+        let run = Run::read(&root.join("rlvmr-seed0")).unwrap();
+        let levels: Vec<&str> = run.finals.iter().map(|(l, _)| l.as_str()).collect();
+        assert_eq!(levels, ["L0", "L2"]);
+        assert_eq!(number(&run.finals[1].1, "/success_rate"), Some(0.2));
         std::fs::create_dir_all(root.join("empty")).unwrap();
         let err = comparison(&[root.join("empty")]).unwrap_err().to_string();
         assert!(err.contains("empty") && err.contains("no final evaluation"), "{err}");
@@ -547,6 +624,7 @@ mod tests {
                 serde_json::json!({"iteration": 1, "success": 0.25}),
                 serde_json::json!({"iteration": 2, "success": 0.5, "invalid_rate": 0.1}),
             ],
+            finals: Vec::new(),
             evals: vec![serde_json::json!({"iteration": 2, "eval": {"split": "L2", "success_rate": 0.75,
                 "invalid_rate": 0.05, "inadmissible_rate": 0.2, "repetitive_rate": 0.1, "avg_actions": 9.5,
                 "tag_mix": {"planning": 0.1, "explore": 0.2, "reflection": 0.3, "monitor": 0.4}}})],

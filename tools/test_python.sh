@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Builds the `rlvmr` Python package (crates/python, PyO3 + maturin, one abi3 wheel) into a
+# venv and runs its pytest suite against the release CLI. Run by `cargo test` (the rlvmr
+# crate's tests/python.rs) so CI covers it; also by hand:
+#
+#   tools/test_python.sh [PYTEST ARGS...]
+#
+# The venv (maturin and pytest from PyPI, pinned) lives in $RLVMR_CACHE/python-venv
+# (default ~/.cache/rlvmr) and is made once. RLVMR_BIN: the CLI the tests compare with
+# (default target/release/rlvmr, built when missing). ALFWORLD_DATA: default ../shared/alfworld.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+cache=${RLVMR_CACHE:-$HOME/.cache/rlvmr}
+venv=$cache/python-venv
+python=${PYTHON:-python3}
+if [ ! -x "$venv/bin/pytest" ] || [ ! -x "$venv/bin/maturin" ]; then
+    command -v "$python" > /dev/null || { echo "test_python.sh: no $python to make the venv with" >&2; exit 2; }
+    rm -rf "$venv"
+    "$python" -m venv "$venv"
+    "$venv/bin/pip" install --quiet --disable-pip-version-check "maturin==1.16.0" "pytest==9.2.0"
+fi
+if [ -z "${RLVMR_BIN:-}" ]; then
+    cargo build --release -q -p rlvmr
+    export RLVMR_BIN=$root/target/release/rlvmr
+fi
+export ALFWORLD_DATA=${ALFWORLD_DATA:-$root/../shared/alfworld}
+wheels=$(mktemp -d)
+trap 'rm -rf "$wheels"' EXIT
+(cd crates/python && "$venv/bin/maturin" build --release --quiet -o "$wheels" -i "$venv/bin/python")
+"$venv/bin/pip" install --quiet --disable-pip-version-check --force-reinstall --no-deps "$wheels"/rlvmr-*.whl
+"$venv/bin/python" -m pytest -q -p no:cacheprovider crates/python/tests "$@"
