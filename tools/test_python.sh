@@ -18,7 +18,7 @@ if [ ! -x "$venv/bin/pytest" ] || [ ! -x "$venv/bin/maturin" ]; then
     command -v "$python" > /dev/null || { echo "test_python.sh: no $python to make the venv with" >&2; exit 2; }
     rm -rf "$venv"
     "$python" -m venv "$venv"
-    "$venv/bin/pip" install --quiet --disable-pip-version-check "maturin==1.16.0" "pytest==9.2.0"
+    "$venv/bin/pip" install --quiet --disable-pip-version-check "maturin==1.16.0" "pytest==9.2.0" "pyyaml==6.0.2"
 fi
 if [ -z "${RLVMR_BIN:-}" ]; then
     cargo build --release -q -p rlvmr

@@ -311,12 +311,38 @@ fn score_json(py: Python<'_>, episodes_json: &str, config_json: Option<&str>) ->
     serde_json::to_string(&out).map_err(|e| PyRuntimeError::new_err(e.to_string()))
 }
 
+/// The game files of an ALFWorld split (`train`, `valid_seen`, `valid_unseen`) as ALFWorld
+/// lists them, relative to the data folder, sorted; `task_types`: ALFWorld's numbers (1 pick,
+/// 2 look, 3 clean, 4 heat, 5 cool, 6 pick_two), None for all.
+#[pyfunction]
+#[pyo3(signature = (split, data = None, task_types = None))]
+fn games(py: Python<'_>, split: &str, data: Option<PathBuf>, task_types: Option<Vec<u8>>) -> PyResult<Vec<String>> {
+    let split = alfworld::Split::from_name(split)
+        .ok_or_else(|| PyValueError::new_err(format!("unknown split {split:?}: use train, valid_seen or valid_unseen")))?;
+    if let Some(bad) = task_types.iter().flatten().find(|t| !(1..=6).contains(*t)) {
+        return Err(PyValueError::new_err(format!("unknown task type {bad}: ALFWorld numbers them 1 to 6")));
+    }
+    let folder: PathBuf = data.unwrap_or_else(alfworld::default_data_dir);
+    let data = py
+        .allow_threads(|| AlfworldData::open(&folder))
+        .map_err(|e| PyFileNotFoundError::new_err(format!("ALFWorld data {}: {e}", folder.display())))?;
+    let mut paths: Vec<String> = data
+        .split(split)
+        .into_iter()
+        .filter(|g| task_types.as_ref().is_none_or(|types| types.contains(&g.task_type.id())))
+        .map(|g| g.path.clone())
+        .collect();
+    paths.sort();
+    Ok(paths)
+}
+
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<AlfworldEnv>()?;
     m.add_class::<AlfworldEnvs>()?;
     m.add_function(wrap_pyfunction!(parse_output, m)?)?;
     m.add_function(wrap_pyfunction!(score_json, m)?)?;
+    m.add_function(wrap_pyfunction!(games, m)?)?;
     m.add("WIN_REWARD", WIN_REWARD)?;
     Ok(())
 }

@@ -12,9 +12,9 @@ algorithm, metrics). Errors are Python exceptions carrying the Rust message.
 
 import json as _json
 
-from ._native import WIN_REWARD, AlfworldEnv, AlfworldEnvs, parse_output, score_json as _score_json
+from ._native import WIN_REWARD, AlfworldEnv, AlfworldEnvs, games, parse_output, score_json as _score_json
 
-__all__ = ["AlfworldEnv", "AlfworldEnvs", "parse_output", "score", "WIN_REWARD"]
+__all__ = ["AlfworldEnv", "AlfworldEnvs", "games", "parse_output", "score", "WIN_REWARD"]
 
 
 def score(episodes, config=None, algo=None):
