@@ -58,10 +58,11 @@ lane() {
     # The first run makes the lane's cold start and SFT model.
     train "$first-seed0" "$OUT/$style.toml" "$first" coldstart 0
     sft_only "sft-only-$style" "$sft"
+    # One run of every method before the further seeds, so a stopped comparison has them all.
+    train "$second-seed0" "$OUT/$style.toml" "${second%-tagged}" "$sft" 0
     for seed in $SEEDS; do
         [ "$seed" = 0 ] || train "$first-seed$seed" "$OUT/$style.toml" "$first" "$sft" "$seed"
     done
-    train "$second-seed0" "$OUT/$style.toml" "${second%-tagged}" "$sft" 0
 }
 
 export RAYON_NUM_THREADS=1
