@@ -377,7 +377,7 @@ fn draw_finals(path: &Path, runs: &[Run]) -> Result<()> {
         .label_font(("sans-serif", 13))
         .background_style(WHITE.mix(0.85))
         .border_style(BLACK.mix(0.4))
-        .position(SeriesLabelPosition::UpperRight)
+        .position(SeriesLabelPosition::MiddleRight)
         .draw()
         .map_err(|e| draw_error(path, e))?;
     root.present().map_err(|e| draw_error(path, e))
