@@ -71,6 +71,24 @@ impl std::fmt::Debug for AlfworldData {
     }
 }
 
+/// A game named by a user: the file itself when `game` is one, else a game of the data
+/// (`open_data` is called only then), by its path inside the data folder with or without the
+/// leading `json_2.1.1/`. Returns the name the game goes by (the path as given for a file, the
+/// data-relative path otherwise) and its text.
+pub fn read_game_text<E: From<DataError>>(
+    game: &str,
+    open_data: impl FnOnce() -> Result<AlfworldData, E>,
+) -> Result<(String, String), E> {
+    let path = Path::new(game);
+    if path.is_file() {
+        let text = std::fs::read_to_string(path).map_err(io_err(path))?;
+        return Ok((game.to_string(), text));
+    }
+    let relative = if game.starts_with(&format!("{DATA_ROOT}/")) { game.to_string() } else { format!("{DATA_ROOT}/{game}") };
+    let text = open_data()?.read(&relative)?;
+    Ok((relative, text))
+}
+
 /// `$ALFWORLD_DATA`, else `~/.cache/alfworld`.
 pub fn default_data_dir() -> PathBuf {
     if let Some(dir) = std::env::var_os("ALFWORLD_DATA").filter(|d| !d.is_empty()) {

@@ -10,7 +10,7 @@ pub mod replay;
 pub mod sampling;
 pub mod task;
 
-pub use data::{default_data_dir, AlfworldData, DataError, GameEntry};
+pub use data::{default_data_dir, read_game_text, AlfworldData, DataError, GameEntry};
 pub use env::{load_game, AlfworldEnv, DEFAULT_MAX_STEPS};
 pub use expert::{evaluate, run_episode, EpisodeOutcome, Expert, ExpertError, ExpertReport, Task};
 pub use sampling::{select, TaskSampler};

@@ -46,3 +46,23 @@ fn a_folder_reads_like_the_zip() {
     assert_eq!(AlfworldData::open(&dir.join("json_2.1.1")).unwrap().games().len(), 1);
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn a_game_is_a_file_or_a_path_inside_the_data_with_or_without_its_root() {
+    let data = || AlfworldData::open(&zip());
+    let game = data().unwrap().split(Split::ValidSeen)[0].path.clone();
+    let expected = data().unwrap().read(&game).unwrap();
+    let (name, text) = alfworld::read_game_text(&game, data).unwrap();
+    assert_eq!((name.as_str(), text.as_str()), (game.as_str(), expected.as_str()));
+    let bare = game.strip_prefix("json_2.1.1/").unwrap();
+    assert_eq!(alfworld::read_game_text(bare, data).unwrap(), (game.clone(), expected.clone()));
+    // A file is read as it is; the data is not opened.
+    let file = std::env::temp_dir().join(format!("alfworld-read-game-{}.tw-pddl", std::process::id()));
+    std::fs::write(&file, &expected).unwrap();
+    let named = file.display().to_string();
+    let unopened = || -> Result<AlfworldData, alfworld::DataError> { panic!("the data was opened for a file") };
+    assert_eq!(alfworld::read_game_text(&named, unopened).unwrap(), (named.clone(), expected));
+    let _ = std::fs::remove_file(&file);
+    let err = alfworld::read_game_text("valid_seen/no-such-task/t/game.tw-pddl", data).unwrap_err().to_string();
+    assert!(err.contains("no-such-task"), "{err}");
+}

@@ -17,34 +17,15 @@ use rlvmr_core::{Env, OutputStyle, StepResult, Validity};
 /// ALFWorld's reward for a won game (verl-agent's `10 * won`).
 const WIN_REWARD: f64 = 10.0;
 
-/// Where a game file is: the path itself when it is a file, else a path inside the data folder
-/// (`data`, else `$ALFWORLD_DATA`, else `~/.cache/alfworld`; a folder holding `json_2.1.1/`
-/// or the zip), with or without its leading `json_2.1.1/`. Returns (the game's name as
-/// given back in `info["gamefile"]`, its text).
-fn read_game(game: &str, data: Option<&Path>) -> PyResult<(String, String)> {
-    let as_path = Path::new(game);
-    if as_path.is_file() {
-        let text = std::fs::read_to_string(as_path)
-            .map_err(|e| PyFileNotFoundError::new_err(format!("{game}: {e}")))?;
-        return Ok((game.to_string(), text));
-    }
-    let folder: PathBuf = data.map_or_else(alfworld::default_data_dir, Path::to_path_buf);
-    let data = AlfworldData::open(&folder).map_err(|e| {
-        PyFileNotFoundError::new_err(format!("game {game}: not a file, and no ALFWorld data to look in: {e}"))
-    })?;
-    let relative = if game.starts_with("json_2.1.1/") { game.to_string() } else { format!("json_2.1.1/{game}") };
-    let text = data.read(&relative).map_err(|e| {
-        PyFileNotFoundError::new_err(format!("game {game}: not a file, nor a game of {}: {e}", folder.display()))
-    })?;
-    Ok((relative, text))
-}
-
 /// One ALFWorld game, built from its file: the environment that plays it.
 fn open_game(game: &str, data: Option<&Path>, max_steps: usize) -> PyResult<(String, alfworld::AlfworldEnv)> {
     if max_steps == 0 {
         return Err(PyValueError::new_err("max_steps must be at least 1"));
     }
-    let (name, text) = read_game(game, data)?;
+    let folder: PathBuf = data.map_or_else(alfworld::default_data_dir, Path::to_path_buf);
+    let (name, text) = alfworld::read_game_text(game, || AlfworldData::open(&folder)).map_err(|e| {
+        PyFileNotFoundError::new_err(format!("game {game}: not a file, nor a game of {}: {e}", folder.display()))
+    })?;
     let parsed = load_game(&text).map_err(|e| PyValueError::new_err(format!("{name}: not an ALFWorld game: {e}")))?;
     Ok((name, alfworld::AlfworldEnv::new(Arc::new(parsed)).with_max_steps(max_steps)))
 }
@@ -256,20 +237,11 @@ impl AlfworldEnvs {
     }
 }
 
-fn parse_style(style: &str) -> PyResult<OutputStyle> {
-    match style {
-        "tagged" => Ok(OutputStyle::Tagged),
-        "think" => Ok(OutputStyle::Think),
-        other => Err(PyValueError::new_err(format!("unknown style {other:?}: use \"tagged\" or \"think\""))),
-    }
-}
-
-fn parse_validity(validity: &str) -> PyResult<Validity> {
-    match validity {
-        "strict" => Ok(Validity::Strict),
-        "lenient" => Ok(Validity::Lenient),
-        other => Err(PyValueError::new_err(format!("unknown validity {other:?}: use \"strict\" or \"lenient\""))),
-    }
+/// A unit variant of the core by its config name (`"tagged"`, `"strict"`), as TOML and JSON
+/// configs name it; anything else is a `ValueError` listing the accepted names.
+fn by_name<T: serde::de::DeserializeOwned>(what: &str, name: &str, accepted: &str) -> PyResult<T> {
+    serde_json::from_value(serde_json::Value::String(name.to_string()))
+        .map_err(|_| PyValueError::new_err(format!("unknown {what} {name:?}: use {accepted}")))
 }
 
 /// Parses one model reply as `rlvmr score` does: a dict with `tag` (None when the format is
@@ -278,7 +250,9 @@ fn parse_validity(validity: &str) -> PyResult<Validity> {
 #[pyfunction]
 #[pyo3(signature = (text, style = "tagged", validity = "strict"))]
 fn parse_output<'py>(py: Python<'py>, text: &str, style: &str, validity: &str) -> PyResult<Bound<'py, PyDict>> {
-    let parsed = rlvmr_core::parse_output(text, parse_style(style)?, parse_validity(validity)?);
+    let style: OutputStyle = by_name("style", style, "\"tagged\" or \"think\"")?;
+    let validity: Validity = by_name("validity", validity, "\"strict\" or \"lenient\"")?;
+    let parsed = rlvmr_core::parse_output(text, style, validity);
     let out = PyDict::new(py);
     out.set_item("tag", parsed.step_tag().map(|t| t.name()))?;
     out.set_item("reasoning", parsed.reasoning.clone())?;

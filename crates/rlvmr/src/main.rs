@@ -200,12 +200,8 @@ fn replay(data: &DataArg) -> Result<ExitCode> {
 }
 
 fn load_for_play(game: &str, data: &DataArg) -> Result<textworld::Game> {
-    let path = Path::new(game);
-    let text = if path.is_file() {
-        std::fs::read_to_string(path).with_context(|| format!("cannot read {game}"))?
-    } else {
-        resolve_data(data)?.read(game).with_context(|| format!("{game} is neither a file nor a game of the data"))?
-    };
+    let (_, text) = alfworld::read_game_text(game, || resolve_data(data))
+        .with_context(|| format!("{game}: neither a readable file nor a game of the data"))?;
     alfworld::load_game(&text).with_context(|| format!("cannot load {game}"))
 }
 

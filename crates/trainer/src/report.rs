@@ -383,6 +383,12 @@ fn draw_finals(path: &Path, runs: &[Run]) -> Result<()> {
     root.present().map_err(|e| draw_error(path, e))
 }
 
+/// A tag's share in a tag mix (`None` without a mix). A tag missing from a mix was never
+/// used: 0.
+fn tag_share(mix: Option<&Value>, key: &str) -> Option<f64> {
+    mix.map(|m| m.get(key).and_then(Value::as_f64).unwrap_or(0.0))
+}
+
 fn percent(line: Option<&Value>, pointer: &str) -> String {
     line.and_then(|l| number(l, pointer)).map_or("–".into(), |v| format!("{:.1}", 100.0 * v))
 }
@@ -402,7 +408,6 @@ pub fn table(runs: &[Run]) -> String {
             Some(e) => percent(Some(e), &format!("/eval/{key}")),
             None => percent(last, &format!("/{key}")),
         };
-        // A tag missing from a tag mix was never used: 0.
         let tags = |key: &str| {
             let (line, mix) = match eval {
                 Some(e) => (e, "/eval/tag_mix"),
@@ -411,10 +416,7 @@ pub fn table(runs: &[Run]) -> String {
                     None => return "–".to_string(),
                 },
             };
-            match line.pointer(mix) {
-                Some(m) => format!("{:.1}", 100.0 * m.get(key).and_then(Value::as_f64).unwrap_or(0.0)),
-                None => "–".into(),
-            }
+            tag_share(line.pointer(mix), key).map_or("–".into(), |share| format!("{:.1}", 100.0 * share))
         };
         let actions = eval
             .and_then(|e| number(e, "/eval/avg_actions"))
@@ -520,12 +522,11 @@ pub fn comparison(dirs: &[PathBuf]) -> Result<String> {
         let values = |level: usize, pointer: &str| -> Vec<f64> {
             runs.iter().filter_map(|r| r[level].as_ref().and_then(|v| number(v, pointer))).collect()
         };
-        // A tag missing from a tag mix was never used: 0.
         let tag = |key: &str| -> String {
             let shares: Vec<f64> = runs
                 .iter()
                 .filter_map(|r| r[2].as_ref())
-                .map(|v| v.pointer("/tag_mix").and_then(|m| m.get(key)).and_then(Value::as_f64).unwrap_or(0.0))
+                .map(|v| tag_share(v.pointer("/tag_mix"), key).unwrap_or(0.0))
                 .collect();
             mean_sd(&shares, 100.0, 1)
         };
