@@ -5,7 +5,7 @@
 #
 #   tools/test_python.sh [PYTEST ARGS...]
 #
-# The venv (maturin and pytest from PyPI, pinned) lives in $RLVMR_CACHE/python-venv
+# The venv (maturin, pytest, PyYAML and numpy from PyPI, pinned) lives in $RLVMR_CACHE/python-venv
 # (default ~/.cache/rlvmr) and is made once. RLVMR_BIN: the CLI the tests compare with
 # (default target/release/rlvmr, built when missing). ALFWORLD_DATA: default ../shared/alfworld.
 set -euo pipefail
@@ -14,11 +14,15 @@ root=$PWD
 cache=${RLVMR_CACHE:-$HOME/.cache/rlvmr}
 venv=$cache/python-venv
 python=${PYTHON:-python3}
-if [ ! -x "$venv/bin/pytest" ] || [ ! -x "$venv/bin/maturin" ]; then
+# numpy: verl's advantage function works on arrays (torch tensors take the same path).
+pins="maturin==1.16.0 pytest==9.2.0 pyyaml==6.0.2 numpy==2.1.3"
+if [ "$(cat "$venv/pins" 2>/dev/null)" != "$pins" ]; then
     command -v "$python" > /dev/null || { echo "test_python.sh: no $python to make the venv with" >&2; exit 2; }
     rm -rf "$venv"
     "$python" -m venv "$venv"
-    "$venv/bin/pip" install --quiet --disable-pip-version-check "maturin==1.16.0" "pytest==9.2.0" "pyyaml==6.0.2"
+    # shellcheck disable=SC2086 # one argument per pin
+    "$venv/bin/pip" install --quiet --disable-pip-version-check $pins
+    echo "$pins" > "$venv/pins"
 fi
 if [ -z "${RLVMR_BIN:-}" ]; then
     cargo build --release -q -p rlvmr

@@ -285,6 +285,82 @@ fn score_json(py: Python<'_>, episodes_json: &str, config_json: Option<&str>) ->
     serde_json::to_string(&out).map_err(|e| PyRuntimeError::new_err(e.to_string()))
 }
 
+/// GRPO-MR advantages of verl step samples (the reference form, as `rlvmr score` computes
+/// it): `A_i = N(outcome_i)` over the samples of uid `uids[i]` plus `w * N(mr_i)` over the
+/// samples of the same uid and tag (`tag_scope = "batch"`: of the same tag in the batch).
+/// `tags[i]`: `planning`, `explore`, `reflection`, `monitor`, or `none`/None for a step
+/// whose format is invalid. One advantage per sample, in order.
+#[pyfunction]
+#[pyo3(signature = (outcome_rewards, mr_rewards, uids, tags, w = 1.0, epsilon = 1e-6, norm = "mean_std_norm", tag_scope = "uid"))]
+#[allow(clippy::too_many_arguments)]
+fn grpo_mr_advantages(
+    py: Python<'_>,
+    outcome_rewards: Vec<f64>,
+    mr_rewards: Vec<f64>,
+    uids: Vec<String>,
+    tags: Vec<Option<String>>,
+    w: f64,
+    epsilon: f64,
+    norm: &str,
+    tag_scope: &str,
+) -> PyResult<Vec<f64>> {
+    let n = outcome_rewards.len();
+    if mr_rewards.len() != n || uids.len() != n || tags.len() != n {
+        return Err(PyValueError::new_err(format!(
+            "one value per sample: {n} outcome rewards, {} mr rewards, {} uids, {} tags",
+            mr_rewards.len(),
+            uids.len(),
+            tags.len()
+        )));
+    }
+    let tags: Vec<Option<rlvmr_core::Tag>> = tags
+        .iter()
+        .enumerate()
+        .map(|(i, tag)| match tag.as_deref() {
+            None | Some("none") => Ok(None),
+            Some(name) => rlvmr_core::Tag::from_name(name).map(Some).ok_or_else(|| {
+                PyValueError::new_err(format!(
+                    "tags[{i}] = {name:?}: use planning, explore, reflection, monitor or none"
+                ))
+            }),
+        })
+        .collect::<PyResult<_>>()?;
+    let config = rlvmr_core::AdvantageConfig {
+        algo: rlvmr_core::advantage::Algo::GrpoMr,
+        norm: by_name("norm", norm, "\"mean_std_norm\" or \"mean_norm\"")?,
+        tag_scope: by_name("tag_scope", tag_scope, "\"uid\" or \"batch\"")?,
+        w,
+        epsilon,
+        ..Default::default()
+    };
+    // Each sample is a one-step episode of its uid: the reference form groups step samples
+    // by uid (episode term) and by (uid, tag) (tag term), never by episode, so this is the
+    // same computation as on whole episodes.
+    let episodes: Vec<rlvmr_core::EpisodeRewards<'_>> = (0..n)
+        .map(|i| rlvmr_core::EpisodeRewards {
+            uid: &uids[i],
+            won: false,
+            steps: vec![rlvmr_core::StepReward {
+                tag: tags[i],
+                outcome_reward: outcome_rewards[i],
+                mr_reward: mr_rewards[i],
+                env_reward: 0.0,
+                format_penalty: 0.0,
+                anchor: "",
+            }],
+        })
+        .collect();
+    let advantages = py
+        .allow_threads(|| rlvmr_core::compute_advantages(&config, &episodes))
+        .map_err(|e| match e {
+            rlvmr_core::advantage::AdvantageError::NonFinite { episode, field, value, .. } => {
+                PyValueError::new_err(format!("sample {episode}: `{field}` is not finite ({value})"))
+            }
+            other => PyValueError::new_err(other.to_string()),
+        })?;
+    Ok(advantages.into_iter().map(|a| a[0]).collect())
+}
+
 /// The game files of an ALFWorld split (`train`, `valid_seen`, `valid_unseen`) as ALFWorld
 /// lists them, relative to the data folder, sorted; `task_types`: ALFWorld's numbers (1 pick,
 /// 2 look, 3 clean, 4 heat, 5 cool, 6 pick_two), None for all.
@@ -317,6 +393,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(parse_output, m)?)?;
     m.add_function(wrap_pyfunction!(score_json, m)?)?;
     m.add_function(wrap_pyfunction!(games, m)?)?;
+    m.add_function(wrap_pyfunction!(grpo_mr_advantages, m)?)?;
     m.add("WIN_REWARD", WIN_REWARD)?;
     Ok(())
 }
