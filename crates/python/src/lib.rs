@@ -1,241 +1,22 @@
-//! `rlvmr._native`: the native ALFWorld engine and RLVMR's pure core for Python.
+//! `rlvmr._native`: the native ALFWorld engine, the ScienceWorld simulator and RLVMR's pure
+//! core for Python.
 //!
 //! Every failure is a Python exception carrying the Rust message (a bad game path is a
 //! `FileNotFoundError`, a bad argument a `ValueError`, a closed or finished environment a
 //! `RuntimeError`); nothing here panics across the interpreter boundary. The vectorised
 //! environments step on native threads with the GIL released.
 
-use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::path::PathBuf;
 
-use alfworld::{load_game, AlfworldData};
+use alfworld::AlfworldData;
 use pyo3::exceptions::{PyFileNotFoundError, PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
-use rlvmr_core::{Env, OutputStyle, StepResult, Validity};
+use rlvmr_core::{OutputStyle, Validity};
 
-/// ALFWorld's reward for a won game (verl-agent's `10 * won`).
-const WIN_REWARD: f64 = 10.0;
-
-/// One ALFWorld game, built from its file: the environment that plays it.
-fn open_game(game: &str, data: Option<&Path>, max_steps: usize) -> PyResult<(String, alfworld::AlfworldEnv)> {
-    if max_steps == 0 {
-        return Err(PyValueError::new_err("max_steps must be at least 1"));
-    }
-    let folder: PathBuf = data.map_or_else(alfworld::default_data_dir, Path::to_path_buf);
-    let (name, text) = alfworld::read_game_text(game, || AlfworldData::open(&folder)).map_err(|e| {
-        PyFileNotFoundError::new_err(format!("game {game}: not a file, nor a game of {}: {e}", folder.display()))
-    })?;
-    let parsed = load_game(&text).map_err(|e| PyValueError::new_err(format!("{name}: not an ALFWorld game: {e}")))?;
-    Ok((name, alfworld::AlfworldEnv::new(Arc::new(parsed)).with_max_steps(max_steps)))
-}
-
-/// One game's state between calls: the engine, what it last returned, whether it is closed.
-struct Slot {
-    name: String,
-    env: alfworld::AlfworldEnv,
-    last: Option<StepResult>,
-    closed: bool,
-}
-
-impl Slot {
-    fn reset(&mut self) -> Result<StepResult, String> {
-        if self.closed {
-            return Err(format!("{}: the environment is closed", self.name));
-        }
-        let result = self.env.reset().map_err(|e| format!("{}: {e}", self.name))?;
-        self.last = Some(result.clone());
-        Ok(result)
-    }
-
-    /// Plays `command`. `Ok(None)`: the episode was already over (nothing was played).
-    fn step(&mut self, command: &str) -> Result<Option<StepResult>, String> {
-        if self.closed {
-            return Err(format!("{}: the environment is closed", self.name));
-        }
-        match &self.last {
-            None => return Err(format!("{}: step before reset", self.name)),
-            Some(last) if last.done => return Ok(None),
-            Some(_) => {}
-        }
-        let result = self.env.step(command).map_err(|e| format!("{}: {e}", self.name))?;
-        self.last = Some(result.clone());
-        Ok(Some(result))
-    }
-}
-
-/// `info` of a step: `admissible_commands` (the reference engine's order), `won`, `gamefile`.
-fn info<'py>(py: Python<'py>, name: &str, result: &StepResult) -> PyResult<Bound<'py, PyDict>> {
-    let info = PyDict::new(py);
-    info.set_item("admissible_commands", result.admissible_actions.clone().unwrap_or_default())?;
-    info.set_item("won", result.won)?;
-    info.set_item("gamefile", name)?;
-    Ok(info)
-}
-
-fn reward(result: &StepResult) -> f64 {
-    if result.won { WIN_REWARD } else { 0.0 }
-}
-
-/// One ALFWorld game. `AlfworldEnv(game, data=None, max_steps=50)`: `game` is a
-/// `game.tw-pddl` path, or one relative to the data folder.
-#[pyclass(module = "rlvmr._native")]
-struct AlfworldEnv {
-    slot: Slot,
-}
-
-#[pymethods]
-impl AlfworldEnv {
-    #[new]
-    #[pyo3(signature = (game, data = None, max_steps = alfworld::DEFAULT_MAX_STEPS))]
-    fn new(game: &str, data: Option<PathBuf>, max_steps: usize) -> PyResult<Self> {
-        let (name, env) = open_game(game, data.as_deref(), max_steps)?;
-        Ok(AlfworldEnv { slot: Slot { name, env, last: None, closed: false } })
-    }
-
-    /// Starts the game again: `(observation, info)`.
-    fn reset<'py>(&mut self, py: Python<'py>) -> PyResult<(String, Bound<'py, PyDict>)> {
-        let result = self.slot.reset().map_err(PyRuntimeError::new_err)?;
-        Ok((result.observation.clone(), info(py, &self.slot.name, &result)?))
-    }
-
-    /// Plays one command: `(observation, reward, done, info)`, reward 10 when won. Stepping a
-    /// finished episode raises (call `reset`).
-    fn step<'py>(&mut self, py: Python<'py>, command: &str) -> PyResult<(String, f64, bool, Bound<'py, PyDict>)> {
-        let result = self
-            .slot
-            .step(command)
-            .map_err(PyRuntimeError::new_err)?
-            .ok_or_else(|| PyRuntimeError::new_err(format!("{}: the episode is over; call reset()", self.slot.name)))?;
-        Ok((result.observation.clone(), reward(&result), result.done, info(py, &self.slot.name, &result)?))
-    }
-
-    /// The task sentence (after `reset`).
-    #[getter]
-    fn task(&self) -> String {
-        self.slot.env.task().to_string()
-    }
-
-    /// The game file, relative to the data folder when it was found there.
-    #[getter]
-    fn gamefile(&self) -> String {
-        self.slot.name.clone()
-    }
-
-    /// Frees the game; any later call raises.
-    fn close(&mut self) {
-        self.slot.closed = true;
-    }
-}
-
-/// Many ALFWorld games stepped together on native threads, the GIL released.
-/// `AlfworldEnvs(games, data=None, max_steps=50, threads=None)`; `threads` defaults to the
-/// machine's cores.
-#[pyclass(module = "rlvmr._native")]
-struct AlfworldEnvs {
-    slots: Vec<Slot>,
-    pool: rayon::ThreadPool,
-}
-
-type Batch<'py> = (Vec<String>, Vec<f64>, Vec<bool>, Vec<Bound<'py, PyDict>>);
-
-#[pymethods]
-impl AlfworldEnvs {
-    #[new]
-    #[pyo3(signature = (games, data = None, max_steps = alfworld::DEFAULT_MAX_STEPS, threads = None))]
-    fn new(py: Python<'_>, games: Vec<String>, data: Option<PathBuf>, max_steps: usize, threads: Option<usize>) -> PyResult<Self> {
-        if threads == Some(0) {
-            return Err(PyValueError::new_err("threads must be at least 1"));
-        }
-        let pool = rayon::ThreadPoolBuilder::new()
-            .num_threads(threads.unwrap_or(0))
-            .build()
-            .map_err(|e| PyRuntimeError::new_err(format!("cannot start threads: {e}")))?;
-        let opened: Vec<PyResult<(String, alfworld::AlfworldEnv)>> = py.allow_threads(|| {
-            use rayon::prelude::*;
-            pool.install(|| games.par_iter().map(|g| open_game(g, data.as_deref(), max_steps)).collect())
-        });
-        let slots = opened
-            .into_iter()
-            .map(|r| r.map(|(name, env)| Slot { name, env, last: None, closed: false }))
-            .collect::<PyResult<Vec<_>>>()?;
-        Ok(AlfworldEnvs { slots, pool })
-    }
-
-    fn __len__(&self) -> usize {
-        self.slots.len()
-    }
-
-    /// Starts every game again: `(observations, infos)`.
-    fn reset<'py>(&mut self, py: Python<'py>) -> PyResult<(Vec<String>, Vec<Bound<'py, PyDict>>)> {
-        let (slots, pool) = (&mut self.slots, &self.pool);
-        let results: Vec<Result<StepResult, String>> = py.allow_threads(|| {
-            use rayon::prelude::*;
-            pool.install(|| slots.par_iter_mut().map(Slot::reset).collect())
-        });
-        let mut observations = Vec::with_capacity(results.len());
-        let mut infos = Vec::with_capacity(results.len());
-        for (slot, result) in self.slots.iter().zip(results) {
-            let result = result.map_err(PyRuntimeError::new_err)?;
-            infos.push(info(py, &slot.name, &result)?);
-            observations.push(result.observation);
-        }
-        Ok((observations, infos))
-    }
-
-    /// Plays `commands[i]` in game i: `(observations, rewards, dones, infos)`. A game whose
-    /// episode is over plays nothing and returns its last observation, reward 0 and done.
-    fn step<'py>(&mut self, py: Python<'py>, commands: Vec<String>) -> PyResult<Batch<'py>> {
-        if commands.len() != self.slots.len() {
-            return Err(PyValueError::new_err(format!(
-                "{} commands for {} environments",
-                commands.len(),
-                self.slots.len()
-            )));
-        }
-        let (slots, pool) = (&mut self.slots, &self.pool);
-        let results: Vec<Result<Option<StepResult>, String>> = py.allow_threads(|| {
-            use rayon::prelude::*;
-            pool.install(|| slots.par_iter_mut().zip(commands.par_iter()).map(|(s, c)| s.step(c)).collect())
-        });
-        let mut batch: Batch<'py> = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
-        for (slot, result) in self.slots.iter().zip(results) {
-            let (result, reward) = match result.map_err(PyRuntimeError::new_err)? {
-                Some(result) => {
-                    let r = reward(&result);
-                    (result, r)
-                }
-                None => (slot.last.clone().expect("a finished episode has a last result"), 0.0),
-            };
-            batch.3.push(info(py, &slot.name, &result)?);
-            batch.2.push(result.done);
-            batch.1.push(reward);
-            batch.0.push(result.observation);
-        }
-        Ok(batch)
-    }
-
-    /// The admissible commands of every game, as of its last reset or step.
-    fn get_admissible_commands(&self) -> Vec<Vec<String>> {
-        self.slots
-            .iter()
-            .map(|s| s.last.as_ref().and_then(|r| r.admissible_actions.clone()).unwrap_or_default())
-            .collect()
-    }
-
-    /// The game files, in order.
-    #[getter]
-    fn gamefiles(&self) -> Vec<String> {
-        self.slots.iter().map(|s| s.name.clone()).collect()
-    }
-
-    /// Frees every game; any later call raises.
-    fn close(&mut self) {
-        for slot in &mut self.slots {
-            slot.closed = true;
-        }
-    }
-}
+mod alfworld_env;
+mod sciworld_env;
+mod slots;
 
 /// A unit variant of the core by its config name (`"tagged"`, `"strict"`), as TOML and JSON
 /// configs name it; anything else is a `ValueError` listing the accepted names.
@@ -268,11 +49,7 @@ fn parse_output<'py>(py: Python<'py>, text: &str, style: &str, validity: &str) -
 #[pyfunction]
 #[pyo3(signature = (episodes_json, config_json = None))]
 fn score_json(py: Python<'_>, episodes_json: &str, config_json: Option<&str>) -> PyResult<String> {
-    let config: rlvmr_core::ScoreConfig = match config_json {
-        Some(text) => serde_json::from_str(text).map_err(|e| PyValueError::new_err(format!("bad score config: {e}")))?,
-        None => rlvmr_core::ScoreConfig::default(),
-    };
-    config.validate().map_err(|e| PyValueError::new_err(format!("bad score config: {e}")))?;
+    let config = score_config(config_json)?;
     let values: Vec<serde_json::Value> =
         serde_json::from_str(episodes_json).map_err(|e| PyValueError::new_err(format!("episodes: not a JSON array: {e}")))?;
     let scored = py
@@ -283,6 +60,77 @@ fn score_json(py: Python<'_>, episodes_json: &str, config_json: Option<&str>) ->
         out.push(entry.map_err(|e| PyValueError::new_err(format!("episodes[{i}]: {e}")))?);
     }
     serde_json::to_string(&out).map_err(|e| PyRuntimeError::new_err(e.to_string()))
+}
+
+/// One step's prompt, rendered as `rlvmr` renders it for its own policies. `history`: the
+/// past steps, oldest first, as `(observation, action, output)`; `plan`: the current plan
+/// (see `carried_plan`); `templates` and `objects`: ScienceWorld's; `config_json`: the run
+/// config's `[prompt]` section as JSON (None: the defaults).
+#[pyfunction]
+#[pyo3(signature = (task, observation, admissible_commands, step, history, plan = None, templates = Vec::new(), objects = Vec::new(), config_json = None))]
+#[allow(clippy::too_many_arguments)]
+fn build_prompt(
+    task: &str,
+    observation: &str,
+    admissible_commands: Vec<String>,
+    step: usize,
+    history: Vec<(String, String, String)>,
+    plan: Option<String>,
+    templates: Vec<String>,
+    objects: Vec<String>,
+    config_json: Option<&str>,
+) -> PyResult<String> {
+    let config: rlvmr_core::prompt::PromptConfig = match config_json {
+        Some(text) => serde_json::from_str(text).map_err(|e| PyValueError::new_err(format!("bad prompt config: {e}")))?,
+        None => Default::default(),
+    };
+    let history: Vec<rlvmr_core::prompt::HistoryEntry<'_>> = history
+        .iter()
+        .map(|(observation, action, output)| rlvmr_core::prompt::HistoryEntry { observation, action, output })
+        .collect();
+    let input = rlvmr_core::prompt::PromptInput {
+        task,
+        step,
+        history: &history,
+        observation,
+        admissible: &admissible_commands,
+        plan: plan.as_deref(),
+        templates: &templates,
+        objects: &objects,
+    };
+    Ok(rlvmr_core::prompt::render(&config, &input))
+}
+
+/// The plan the next prompt shows: the last non-empty `<planning>` block of `output`, else
+/// `previous`.
+#[pyfunction]
+#[pyo3(signature = (previous, output))]
+fn carried_plan(previous: Option<&str>, output: &str) -> Option<String> {
+    rlvmr_core::prompt::carried_plan(previous, output)
+}
+
+/// The metrics of a batch of episodes (`rlvmr score`'s input, with optional `task_type` and
+/// `split`) as one set, as JSON.
+#[pyfunction]
+#[pyo3(signature = (episodes_json, config_json = None))]
+fn metrics_json(py: Python<'_>, episodes_json: &str, config_json: Option<&str>) -> PyResult<String> {
+    let config = score_config(config_json)?;
+    let episodes: Vec<rlvmr_core::EpisodeIn> = serde_json::from_str(episodes_json)
+        .map_err(|e| PyValueError::new_err(format!("episodes: {e}")))?;
+    let metrics = py
+        .allow_threads(|| rlvmr_core::batch_metrics(&config, &episodes))
+        .map_err(|e| PyValueError::new_err(e.to_string()))?;
+    serde_json::to_string(&metrics).map_err(|e| PyRuntimeError::new_err(e.to_string()))
+}
+
+/// The score config from JSON (None: the defaults), checked.
+fn score_config(config_json: Option<&str>) -> PyResult<rlvmr_core::ScoreConfig> {
+    let config: rlvmr_core::ScoreConfig = match config_json {
+        Some(text) => serde_json::from_str(text).map_err(|e| PyValueError::new_err(format!("bad score config: {e}")))?,
+        None => rlvmr_core::ScoreConfig::default(),
+    };
+    config.validate().map_err(|e| PyValueError::new_err(format!("bad score config: {e}")))?;
+    Ok(config)
 }
 
 /// GRPO-MR advantages of verl step samples (the reference form, as `rlvmr score` computes
@@ -388,12 +236,20 @@ fn games(py: Python<'_>, split: &str, data: Option<PathBuf>, task_types: Option<
 
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    m.add_class::<AlfworldEnv>()?;
-    m.add_class::<AlfworldEnvs>()?;
+    m.add_class::<alfworld_env::AlfworldEnv>()?;
+    m.add_class::<alfworld_env::AlfworldEnvs>()?;
+    m.add_class::<alfworld_env::AlfworldExpert>()?;
+    m.add_class::<sciworld_env::SciWorldEnv>()?;
+    m.add_class::<sciworld_env::SciWorldEnvs>()?;
+    m.add_class::<sciworld_env::SciWorldGold>()?;
+    m.add_function(wrap_pyfunction!(sciworld_env::sciworld_games, m)?)?;
     m.add_function(wrap_pyfunction!(parse_output, m)?)?;
     m.add_function(wrap_pyfunction!(score_json, m)?)?;
     m.add_function(wrap_pyfunction!(games, m)?)?;
     m.add_function(wrap_pyfunction!(grpo_mr_advantages, m)?)?;
-    m.add("WIN_REWARD", WIN_REWARD)?;
+    m.add_function(wrap_pyfunction!(build_prompt, m)?)?;
+    m.add_function(wrap_pyfunction!(carried_plan, m)?)?;
+    m.add_function(wrap_pyfunction!(metrics_json, m)?)?;
+    m.add("WIN_REWARD", alfworld_env::WIN_REWARD)?;
     Ok(())
 }

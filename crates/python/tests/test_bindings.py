@@ -226,3 +226,23 @@ def test_bad_input_raises_with_the_reason():
         rlvmr.score("not a list")
     with pytest.raises(TypeError):
         rlvmr.score([{"uid": "a", "won": True, "steps": [{"output": object()}]}])
+
+
+def test_the_expert_wins_a_game_through_the_bindings():
+    game = next(g for g in SAMPLE if g.split("/")[1] == "valid_seen")
+    env = rlvmr.AlfworldEnv(game, data=DATA)
+    observation, info = env.reset()
+    expert = rlvmr.AlfworldExpert(observation)
+    commands, rewards = [], []
+    done = False
+    while not done:
+        command = expert.act(observation, info["admissible_commands"])
+        assert command in info["admissible_commands"]
+        observation, reward, done, info = env.step(command)
+        commands.append(command)
+        rewards.append(reward)
+    assert info["won"] and rewards[-1] == rlvmr.WIN_REWARD and not any(rewards[:-1])
+    replayed = json.loads(cli(["alfworld", "replay", "--data", DATA], json.dumps({"game": game, "commands": commands}) + "\n"))
+    assert replayed["steps"][-1]["won"] and replayed["steps"][-1]["observation"] == observation
+    with pytest.raises(ValueError, match="expert"):
+        rlvmr.AlfworldExpert("no receptacles and no task here")

@@ -18,5 +18,5 @@ pub use prompt::{
     PromptStyle,
 };
 pub use reward::{compute_rewards, EpisodeFacts, EpisodeRewards, RewardConfig, StepFacts, StepReward};
-pub use score::{score, score_json, EpisodeIn, EpisodeScore, ScoreConfig, StepIn, StepScore};
+pub use score::{batch_metrics, score, score_json, EpisodeIn, EpisodeScore, ScoreConfig, StepIn, StepScore};
 pub use tag::Tag;

@@ -69,12 +69,17 @@ pub struct StepIn {
     pub output: String,
 }
 
-/// One episode; episodes with the same `uid` form a group.
+/// One episode; episodes with the same `uid` form a group. `task_type` and `split`, when
+/// given, break the success rate down in the metrics.
 #[derive(Debug, Clone, PartialEq, serde::Deserialize)]
 pub struct EpisodeIn {
     pub uid: String,
     pub won: bool,
     pub steps: Vec<StepIn>,
+    #[serde(default)]
+    pub task_type: Option<String>,
+    #[serde(default)]
+    pub split: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
@@ -148,27 +153,39 @@ pub fn score(config: &ScoreConfig, episodes: &[EpisodeIn]) -> Result<Vec<Episode
                     }
                 })
                 .collect();
-            let input = EpisodeMetricsInput {
-                won: e.won,
-                task_type: None,
-                split: None,
-                steps: e
-                    .steps
-                    .iter()
-                    .zip(&steps)
-                    .map(|(s, sc)| StepMetricsInput {
-                        observation: &s.observation,
-                        action: &sc.action,
-                        format_valid: sc.format_valid,
-                        tag: crate::Tag::from_name(&sc.tag),
-                        admissible: Some(sc.admissible),
-                        mr_reward: sc.mr_reward,
-                    })
-                    .collect(),
-            };
-            EpisodeScore { metrics: metrics::compute(&[input]), steps }
+            EpisodeScore { metrics: metrics::compute(&[metrics_input(e, &steps)]), steps }
         })
         .collect())
+}
+
+/// The metrics of a whole batch (success, invalid, inadmissible and repetitive rates, tag mix,
+/// meta-reasoning rewards by tag, success by task type and split), as one set of episodes.
+pub fn batch_metrics(config: &ScoreConfig, episodes: &[EpisodeIn]) -> Result<Metrics, ScoreError> {
+    let scored = score(config, episodes)?;
+    let inputs: Vec<EpisodeMetricsInput> = episodes.iter().zip(&scored).map(|(e, s)| metrics_input(e, &s.steps)).collect();
+    Ok(metrics::compute(&inputs))
+}
+
+/// What the metrics need of an episode and its step scores.
+fn metrics_input<'a>(episode: &'a EpisodeIn, steps: &'a [StepScore]) -> EpisodeMetricsInput<'a> {
+    EpisodeMetricsInput {
+        won: episode.won,
+        task_type: episode.task_type.as_deref(),
+        split: episode.split.as_deref(),
+        steps: episode
+            .steps
+            .iter()
+            .zip(steps)
+            .map(|(s, sc)| StepMetricsInput {
+                observation: &s.observation,
+                action: &sc.action,
+                format_valid: sc.format_valid,
+                tag: crate::Tag::from_name(&sc.tag),
+                admissible: Some(sc.admissible),
+                mr_reward: sc.mr_reward,
+            })
+            .collect(),
+    }
 }
 
 /// Scores episodes given as JSON objects (`rlvmr score`'s input schema) and returns each
@@ -242,9 +259,11 @@ mod tests {
             uid: "g".into(),
             won: true,
             steps: vec![step("o", "<planning>find it</planning><action>go to desk 1</action>"), step("o2", "<explore>where</explore><action>look</action>")],
+            task_type: Some("pick".into()),
+            split: None,
         };
-        let lost = EpisodeIn { uid: "g".into(), won: false, steps: vec![step("o", "garbage <action>jump</action>")] };
-        let scored = score(&ScoreConfig::default(), &[won, lost]).unwrap();
+        let lost = EpisodeIn { uid: "g".into(), won: false, steps: vec![step("o", "garbage <action>jump</action>")], task_type: Some("heat".into()), split: None };
+        let scored = score(&ScoreConfig::default(), &[won.clone(), lost.clone()]).unwrap();
         let (a, b) = (&scored[0].steps, &scored[1].steps);
         assert_eq!((a[0].tag.as_str(), a[1].tag.as_str(), b[0].tag.as_str()), ("planning", "explore", "none"));
         assert_eq!((a[0].reward, a[1].reward, b[0].reward), (10.0, 10.0, -0.1));
@@ -258,6 +277,13 @@ mod tests {
         assert!((a[0].advantage - (ep + 1.0 / (1.0 + 1e-6))).abs() < 1e-9, "{}", a[0].advantage);
         assert_eq!(scored[0].metrics.success_rate, 1.0);
         assert_eq!(scored[1].metrics.invalid_rate, 1.0);
+        assert_eq!(scored[0].metrics.success_by_type.get("pick"), Some(&1.0));
+        // The batch as one set: success 1 of 2, one invalid step of three, by type.
+        let batch = batch_metrics(&ScoreConfig::default(), &[won, lost]).unwrap();
+        assert_eq!((batch.episodes, batch.steps, batch.success_rate), (2, 3, 0.5));
+        assert!((batch.invalid_rate - 1.0 / 3.0).abs() < 1e-12);
+        assert_eq!(batch.success_by_type.get("pick"), Some(&1.0));
+        assert_eq!(batch.success_by_type.get("heat"), Some(&0.0));
     }
 
     #[test]
@@ -265,7 +291,7 @@ mod tests {
         let mut cfg = ScoreConfig::default();
         cfg.advantage.algo = Algo::Grpo;
         assert_eq!(cfg.style(), OutputStyle::Think);
-        let e = EpisodeIn { uid: "g".into(), won: true, steps: vec![step("o", "<think>hm</think><action>look</action>")] };
+        let e = EpisodeIn { uid: "g".into(), won: true, steps: vec![step("o", "<think>hm</think><action>look</action>")], task_type: None, split: None };
         let scored = score(&cfg, &[e]).unwrap();
         assert!(scored[0].steps[0].format_valid);
         assert_eq!(scored[0].steps[0].tag, "none");

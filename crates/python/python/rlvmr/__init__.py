@@ -5,16 +5,39 @@
     >>> observation, info = env.reset()
     >>> observation, reward, done, info = env.step(info["admissible_commands"][0])
 
-`AlfworldEnvs` steps many games at once on native threads. `parse_output` and `score` are
+`AlfworldEnvs` steps many games at once on native threads; `AlfworldExpert` is the hand-coded
+expert. `SciWorldEnv` and `SciWorldEnvs` play the real ScienceWorld simulator (one JVM each,
+the jar fetched from PyPI and cached on first use) with the official client's rewards;
+`SciWorldGold` gives gold action sequences.
+`build_prompt` renders a step's prompt as rlvmr's own policies see it (`carried_plan` keeps
+the plan it shows). `parse_output`, `score` and `metrics` are
 `rlvmr score`'s parser and scorer (rewards, meta-reasoning rewards, advantages of every
 algorithm, metrics). Errors are Python exceptions carrying the Rust message.
 """
 
 import json as _json
 
-from ._native import WIN_REWARD, AlfworldEnv, AlfworldEnvs, games, parse_output, score_json as _score_json
+from ._native import (
+    WIN_REWARD,
+    AlfworldEnv,
+    AlfworldEnvs,
+    AlfworldExpert,
+    SciWorldEnv,
+    SciWorldEnvs,
+    SciWorldGold,
+    carried_plan,
+    games,
+    parse_output,
+    sciworld_games,
+)
+from ._native import build_prompt as _build_prompt
+from ._native import metrics_json as _metrics_json
+from ._native import score_json as _score_json
 
-__all__ = ["AlfworldEnv", "AlfworldEnvs", "games", "parse_output", "score", "WIN_REWARD"]
+__all__ = [
+    "AlfworldEnv", "AlfworldEnvs", "AlfworldExpert", "SciWorldEnv", "SciWorldEnvs", "SciWorldGold", "games",
+    "sciworld_games", "parse_output", "build_prompt", "carried_plan", "score", "metrics", "WIN_REWARD",
+]
 
 
 def score(episodes, config=None, algo=None):
@@ -28,10 +51,50 @@ def score(episodes, config=None, algo=None):
     """
     if not isinstance(episodes, (list, tuple)):
         raise TypeError(f"episodes must be a list of dicts, not {type(episodes).__name__}")
-    if config is not None and not isinstance(config, dict):
-        raise TypeError(f"config must be a dict, not {type(config).__name__}")
+    _config_json(config, "config")  # the type check, before merging in `algo`
     if algo is not None:
         config = dict(config or {})
         config["advantage"] = dict(config.get("advantage", {}), algo=algo)
-    config_json = None if config is None else _json.dumps(config)
-    return _json.loads(_score_json(_json.dumps(list(episodes)), config_json))
+    return _json.loads(_score_json(_json.dumps(list(episodes)), _config_json(config, "config")))
+
+
+def _config_json(config, what):
+    if config is None:
+        return None
+    if not isinstance(config, dict):
+        raise TypeError(f"{what} must be a dict, not {type(config).__name__}")
+    return _json.dumps(config)
+
+
+def build_prompt(task, observation, admissible_commands=(), step=0, history=(), plan=None,
+                 templates=(), objects=(), config=None):
+    """One step's prompt, byte for byte as `rlvmr eval` and `rlvmr train` render it.
+
+    `history`: the past steps, oldest first, each a dict with `observation` (what the agent
+    saw), `action` (the command sent) and `output` (the raw reply), or such a triple; the
+    config's window picks the tail it shows. `step`: steps taken before this one. `plan`: the
+    plan to show (None: "No plan."), kept step by step with `carried_plan(plan, output)`.
+    `templates`, `objects`: ScienceWorld's action templates and objects. `config`: the run
+    config's `[prompt]` section as a dict (`env`, `style`, `history`, `recent_outputs`,
+    `compact`, `cold_start`, `drop_help`, `instructions`); None for the defaults.
+    """
+    entries = []
+    for i, entry in enumerate(history):
+        if isinstance(entry, dict):
+            try:
+                entry = (entry["observation"], entry["action"], entry["output"])
+            except KeyError as e:
+                raise ValueError(f"history[{i}] has no {e.args[0]!r}") from None
+        entries.append(tuple(entry))
+    return _build_prompt(task, observation, list(admissible_commands), int(step), entries, plan,
+                         list(templates), list(objects), _config_json(config, "config"))
+
+
+def metrics(episodes, config=None):
+    """The metrics of `episodes` as one set (what `rlvmr eval` summarises): `success_rate`,
+    `invalid_rate`, `inadmissible_rate`, `repetitive_rate`, `avg_actions`, `tag_mix`,
+    `tag_rewards`, and `success_by_type` / `success_by_split` for episodes naming their
+    `task_type` / `split`. `episodes` and `config` as for `score`."""
+    if not isinstance(episodes, (list, tuple)):
+        raise TypeError(f"episodes must be a list of dicts, not {type(episodes).__name__}")
+    return _json.loads(_metrics_json(_json.dumps(list(episodes)), _config_json(config, "config")))
