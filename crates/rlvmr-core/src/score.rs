@@ -198,7 +198,9 @@ pub fn score_json(
     values: Vec<serde_json::Value>,
 ) -> Result<Vec<Result<serde_json::Value, String>>, ScoreError> {
     use serde_json::Value;
-    let read: Vec<Result<(serde_json::Map<String, Value>, EpisodeIn), String>> = values
+    // Each entry: the object as given and the episode read from it, or why it is not one.
+    type Read = Result<(serde_json::Map<String, Value>, EpisodeIn), String>;
+    let read: Vec<Read> = values
         .into_iter()
         .map(|value| {
             let Value::Object(map) = value else { return Err("expected a JSON object".to_string()) };
