@@ -557,7 +557,8 @@ pub fn train_on(config: &RunConfig, provider: &dyn EnvProvider, out: &Path, resu
     Ok(RlReport { dir: out.to_path_buf(), iterations: rl.iterations, lines, evals, final_dir, final_evals })
 }
 
-/// The trained model on every test game of each `rl.final_eval` level, at
+/// The trained model on every test game of each `rl.final_eval` level (or on `eval.episodes`
+/// seeded draws of them, when set: ScienceWorld's levels have hundreds), at
 /// `eval.temperature`; each summary goes to `DIR/eval/<level>.json` and each level's
 /// episodes to `DIR/eval/<level>.jsonl`.
 fn final_evaluations(config: &RunConfig, dir: &RunDir, models: &Models) -> Result<Vec<crate::eval::Summary>> {
@@ -568,8 +569,11 @@ fn final_evaluations(config: &RunConfig, dir: &RunDir, models: &Models) -> Resul
     }
     for level in &config.rl.final_eval {
         let provider = open_env(&config.env.name, level, config.env.data.as_deref())?;
-        eprintln!("final evaluation: every test game of {level}");
-        let evaluation = evaluate_model(config, provider.as_ref(), models, "final".into(), level, None, true)?;
+        match config.eval.episodes {
+            Some(n) => eprintln!("final evaluation: {n} seeded draws of {level}'s test games"),
+            None => eprintln!("final evaluation: every test game of {level}"),
+        }
+        let evaluation = evaluate_model(config, provider.as_ref(), models, "final".into(), level, config.eval.episodes, true)?;
         dir.write_jsonl(&format!("eval/{level}.jsonl"), &evaluation.episodes)?;
         let path = dir.file(&format!("eval/{level}.json"));
         let text = serde_json::to_string_pretty(&evaluation.summary).map_err(|e| TrainerError::Invalid(e.to_string()))?;
