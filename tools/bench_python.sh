@@ -12,18 +12,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 cache=${RLVMR_CACHE:-$HOME/.cache/rlvmr}
 venv=$cache/python-bench-venv
-pins="alfworld==0.4.2 textworld[pddl]==1.7.0 maturin==1.16.0"
-if [ "$(cat "$venv/pins" 2>/dev/null)" != "$pins" ]; then
-    rm -rf "$venv"
-    python3 -m venv "$venv"
-    # shellcheck disable=SC2086 # one argument per pin
-    "$venv/bin/pip" install --quiet --disable-pip-version-check $pins
-    echo "$pins" > "$venv/pins"
-fi
-wheels=$(mktemp -d)
-trap 'rm -rf "$wheels"' EXIT
-(cd crates/python && "$venv/bin/maturin" build --release --quiet -o "$wheels" -i "$venv/bin/python")
-"$venv/bin/pip" install --quiet --disable-pip-version-check --force-reinstall --no-deps "$wheels"/rlvmr-*.whl
+# shellcheck source=tools/python_venv.sh
+source tools/python_venv.sh
+pinned_venv "$venv" "alfworld==0.4.2 textworld[pddl]==1.7.0 maturin==1.16.0"
+install_rlvmr_wheel "$venv"
 source_data=${ALFWORLD_DATA:-../shared/alfworld}
 data=$cache/alfworld-train
 if [ ! -d "$data/json_2.1.1/train" ]; then

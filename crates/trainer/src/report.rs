@@ -211,6 +211,22 @@ fn draw_error(path: &Path, e: impl std::fmt::Display) -> TrainerError {
     TrainerError::Invalid(format!("{}: cannot draw: {e}", path.display()))
 }
 
+/// The runs' legend, in one style for every chart.
+fn draw_legend<'a, DB: DrawingBackend + 'a, CT: plotters::coord::CoordTranslate>(
+    chart: &mut ChartContext<'a, DB, CT>,
+    position: SeriesLabelPosition,
+    path: &Path,
+) -> Result<()> {
+    chart
+        .configure_series_labels()
+        .label_font(("sans-serif", 13))
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK.mix(0.4))
+        .position(position)
+        .draw()
+        .map_err(|e| draw_error(path, e))
+}
+
 /// The range of `values` with a margin (a flat line gets a unit-wide band).
 fn range(values: impl Iterator<Item = f64>) -> (f64, f64) {
     let (lo, hi) = values.fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), v| (lo.min(v), hi.max(v)));
@@ -294,14 +310,7 @@ fn draw_chart(path: &Path, title: &str, panels: &[Panel], runs: &[Run]) -> Resul
             }
         }
         if labelled {
-            chart
-                .configure_series_labels()
-                .label_font(("sans-serif", 13))
-                .background_style(WHITE.mix(0.85))
-                .border_style(BLACK.mix(0.4))
-                .position(SeriesLabelPosition::UpperLeft)
-                .draw()
-                .map_err(|e| draw_error(path, e))?;
+            draw_legend(&mut chart, SeriesLabelPosition::UpperLeft, path)?;
         }
     }
     root.present().map_err(|e| draw_error(path, e))
@@ -372,14 +381,7 @@ fn draw_finals(path: &Path, runs: &[Run]) -> Result<()> {
             .label(run.name.clone())
             .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 14, y + 5)], color.filled()));
     }
-    chart
-        .configure_series_labels()
-        .label_font(("sans-serif", 13))
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK.mix(0.4))
-        .position(SeriesLabelPosition::MiddleRight)
-        .draw()
-        .map_err(|e| draw_error(path, e))?;
+    draw_legend(&mut chart, SeriesLabelPosition::MiddleRight, path)?;
     root.present().map_err(|e| draw_error(path, e))
 }
 
