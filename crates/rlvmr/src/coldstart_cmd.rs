@@ -33,6 +33,13 @@ pub struct ColdstartArgs {
     data: Option<PathBuf>,
     #[arg(long)]
     seed: Option<u64>,
+    /// Who writes each step's tag and reason: builtin, or openai:BASE_URL (a served teacher,
+    /// with --model-name; its rejected steps keep the built-in annotation).
+    #[arg(long)]
+    annotator: Option<String>,
+    /// The served teacher's model name, with --annotator openai:...
+    #[arg(long)]
+    model_name: Option<String>,
 }
 
 pub fn run(args: ColdstartArgs) -> Result<ExitCode> {
@@ -54,6 +61,17 @@ pub fn run(args: ColdstartArgs) -> Result<ExitCode> {
     }
     if let Some(seed) = args.seed {
         config.run.seed = seed;
+    }
+    match args.annotator.as_deref() {
+        Some(a) if a.starts_with(trainer::runner::SERVED_PREFIX) => {
+            config.coldstart.annotator = "openai".into();
+            config.coldstart.teacher.base_url = a[trainer::runner::SERVED_PREFIX.len()..].to_string();
+        }
+        Some(a) => config.coldstart.annotator = a.to_string(),
+        None => {}
+    }
+    if let Some(name) = args.model_name {
+        config.coldstart.teacher.model_name = name;
     }
     config.validate()?;
     let out = args.out.unwrap_or_else(|| {
@@ -77,14 +95,29 @@ pub fn run(args: ColdstartArgs) -> Result<ExitCode> {
         steps,
         result.samples.len()
     );
+    if let Some(t) = &result.teacher {
+        let rejections: Vec<String> = t.rejections.iter().map(|(k, n)| format!("{k} {n}")).collect();
+        println!(
+            "teacher {}: {} steps annotated, {} kept the built-in annotation ({} whole trajectories rejected; {}); {} requests, {} retries, {} failed",
+            t.teacher,
+            t.teacher_steps,
+            t.fallback_steps,
+            t.rejected_trajectories,
+            if rejections.is_empty() { "no rejections".to_string() } else { rejections.join(", ") },
+            t.requests.requests,
+            t.requests.retries,
+            t.requests.failed
+        );
+    }
     if result.episodes.len() < config.coldstart.episodes {
         eprintln!(
             "warning: only {} demonstrations; the level's training games ran out",
             result.episodes.len()
         );
     }
+    let report = if result.teacher.is_some() { ",annotation.json" } else { "" };
     eprintln!(
-        "wrote {}/{{config.toml,trajectories.jsonl,sft.jsonl}}",
+        "wrote {}/{{config.toml,trajectories.jsonl,sft.jsonl{report}}}",
         out.display()
     );
     Ok(ExitCode::SUCCESS)

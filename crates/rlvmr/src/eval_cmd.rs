@@ -15,9 +15,14 @@ pub struct EvalArgs {
     /// L0, L1 or L2 (default: the config's, else L0).
     #[arg(long)]
     split: Option<String>,
-    /// expert, random, a GGUF file, or the embedded default's name.
+    /// expert, random, a GGUF file, a model folder, the embedded default's name, or
+    /// openai:BASE_URL (a model behind an OpenAI-compatible server, with --model-name)
+    /// [default: the config's model].
     #[arg(long)]
-    policy: String,
+    policy: Option<String>,
+    /// The served model's name (the `model` field of each request) with --policy openai:...
+    #[arg(long)]
+    model_name: Option<String>,
     /// Episodes to play, drawn from the test games (default: every test game once).
     #[arg(long)]
     episodes: Option<usize>,
@@ -63,9 +68,9 @@ fn saved_run_config(policy: &str) -> Option<PathBuf> {
 /// `--config` when given, else the config saved with the model (so the prompts match the
 /// ones it learned from), else the defaults.
 fn eval_config(args: &EvalArgs) -> Result<RunConfig> {
-    let saved = match &args.config {
-        Some(_) => None,
-        None => saved_run_config(&args.policy),
+    let saved = match (&args.config, &args.policy) {
+        (None, Some(policy)) => saved_run_config(policy),
+        _ => None,
     };
     if let Some(path) = &saved {
         eprintln!(
@@ -78,6 +83,15 @@ fn eval_config(args: &EvalArgs) -> Result<RunConfig> {
 
 pub fn run(args: EvalArgs) -> Result<ExitCode> {
     let mut config = eval_config(&args)?;
+    if let Some(policy) = &args.policy {
+        config = trainer::runner::with_policy(config, policy);
+    }
+    if let Some(name) = args.model_name {
+        config.model.server.model_name = name;
+    }
+    let policy = args
+        .policy
+        .unwrap_or_else(|| trainer::runner::config_policy(&config));
     if let Some(env) = args.env {
         config.env.name = env;
     }
@@ -105,8 +119,8 @@ pub fn run(args: EvalArgs) -> Result<ExitCode> {
     config.validate()?;
     let out = args
         .out
-        .unwrap_or_else(|| trainer::runner::default_eval_dir(&config, &args.policy));
-    let evaluation = trainer::runner::run_eval(&config, &args.policy, &out)?;
+        .unwrap_or_else(|| trainer::runner::default_eval_dir(&config, &policy));
+    let evaluation = trainer::runner::run_eval(&config, &policy, &out)?;
     println!("{}", trainer::eval::table(&evaluation.summary));
     eprintln!(
         "wrote {}/{{config.toml,trajectories.jsonl,summary.json}}",

@@ -3,6 +3,7 @@
 
 use crate::error::Result;
 use crate::record::EpisodeSpec;
+use crate::served::{RequestStats, TokenUsage};
 
 /// One running episode's turn: the prompt the core's builder rendered and what it shows.
 #[derive(Debug, Clone, Copy)]
@@ -30,6 +31,8 @@ pub struct Reply {
     pub logprobs: Vec<f32>,
     /// This step is a deliberate mistake (cold-start demonstrations only).
     pub mistake: bool,
+    /// Tokens as a served model's server counted them (no token ids come back from one).
+    pub usage: Option<TokenUsage>,
 }
 
 impl Reply {
@@ -54,4 +57,9 @@ pub trait Policy {
     /// One reply per turn, in order. An `Err` inside the list fails that episode only; an
     /// `Err` for the whole call stops the collection.
     fn act(&mut self, turns: &[Turn]) -> Result<Vec<Result<Reply, String>>>;
+
+    /// Request counts of a policy behind a server (requests, retries, failures, tokens).
+    fn request_stats(&self) -> Option<RequestStats> {
+        None
+    }
 }

@@ -18,6 +18,7 @@ use crate::envs::EnvProvider;
 use crate::error::{Result, TrainerError};
 use crate::policies::{ExpertPolicy, GoldPolicy};
 use crate::record::EpisodeRecord;
+use crate::teacher::{reannotate, Teacher, TeacherReport};
 
 /// One SFT sample: the prompt (user message, no chat template) and the reply.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -36,6 +37,8 @@ pub struct Coldstart {
     /// Episodes played, kept or not.
     pub played: usize,
     pub throughput: Throughput,
+    /// What a served teacher's annotation did (when one annotated).
+    pub teacher: Option<TeacherReport>,
 }
 
 /// Plays expert episodes on shuffled training tasks until `n` are kept (won, fewer steps
@@ -46,6 +49,7 @@ pub fn coldstart(
     mistake_fraction: f64,
     seed: u64,
     options: &CollectorOptions,
+    teacher: Option<&Teacher>,
 ) -> Result<Coldstart> {
     let mut tasks = provider.train_tasks();
     if tasks.is_empty() {
@@ -87,6 +91,12 @@ pub fn coldstart(
         );
     }
     kept.truncate(n);
+    let mut teacher_report = None;
+    if let Some(teacher) = teacher {
+        let (annotated, report) = reannotate(provider, teacher, kept, style, options)?;
+        kept = annotated;
+        teacher_report = Some(report);
+    }
     let samples = kept
         .iter()
         .flat_map(|e| e.steps.iter().filter(|s| !s.mistake))
@@ -100,6 +110,7 @@ pub fn coldstart(
         samples,
         played,
         throughput,
+        teacher: teacher_report,
     })
 }
 

@@ -308,6 +308,7 @@ fn advance(
         won: result.won,
         done,
         mistake: reply.mistake,
+        usage: reply.usage,
         output,
     });
     run.won = result.won;
@@ -475,7 +476,7 @@ fn report_progress(runs: &[Running], running: usize, elapsed: Duration) {
     let tokens: usize = runs
         .iter()
         .flat_map(|r| &r.steps)
-        .map(|s| s.response_ids.len())
+        .map(StepRecord::generated_tokens)
         .sum();
     let won = runs.iter().filter(|r| r.won).count();
     eprintln!(

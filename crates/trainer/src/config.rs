@@ -12,7 +12,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::collector::{CollectorOptions, DEFAULT_MAX_STEPS};
 use crate::error::{Result, TrainerError};
-use crate::policies::ModelPolicyOptions;
+use crate::policies::{ModelPolicyOptions, ServedSampling};
+use crate::served::ServedOptions;
 
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -95,18 +96,154 @@ pub const LEVELS: [&str; 3] = ["L0", "L1", "L2"];
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct ModelSection {
+    /// `local` (the model is loaded into this process) or `openai`: a model behind an
+    /// OpenAI-compatible server (`[model.server]`), which evaluates and annotates but
+    /// cannot be trained.
+    pub backend: String,
     /// A GGUF file, a checkpoint folder, the embedded default's name, or `scratch`: a new
     /// model of the `[scratch]` shape (only `rlvmr sft` makes one).
     pub path: String,
     /// Decode with a Q8_0 copy of the weights (CPU speed; log-probs are the copy's).
     pub quantized_decode: bool,
+    /// Where the model is served (backend `openai`).
+    pub server: ServerSection,
 }
+
+/// The backends `[model] backend` names.
+pub const BACKENDS: [&str; 2] = ["local", "openai"];
 
 impl Default for ModelSection {
     fn default() -> Self {
         ModelSection {
+            backend: "local".into(),
             path: policy::assets::DEFAULT_MODEL_NAME.into(),
             quantized_decode: false,
+            server: ServerSection::default(),
+        }
+    }
+}
+
+impl ModelSection {
+    /// A model behind an OpenAI-compatible server.
+    pub fn is_served(&self) -> bool {
+        self.backend == "openai"
+    }
+
+    fn validate(&self) -> Result<()> {
+        if !BACKENDS.contains(&self.backend.as_str()) {
+            return Err(TrainerError::value(
+                "model.backend",
+                format!("must be local or openai, got {:?}", self.backend),
+            ));
+        }
+        if self.is_served() {
+            return self.server.validate("model.server");
+        }
+        if self.path.trim().is_empty() {
+            return Err(TrainerError::value("model.path", "must name a model"));
+        }
+        Ok(())
+    }
+
+    /// Refuses a served model where weights are needed (`what`: the command).
+    pub fn require_local(&self, what: &str) -> Result<()> {
+        if self.is_served() {
+            return Err(TrainerError::value(
+                "model.backend",
+                format!(
+                    "{what} needs the model's weights; backend \"openai\" only evaluates and annotates"
+                ),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// An OpenAI-compatible server (vLLM, SGLang, llama.cpp, a hosted API): `[model.server]`
+/// for a served policy, `[coldstart.teacher]` for the cold-start annotator.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ServerSection {
+    /// The API's root, e.g. `http://127.0.0.1:8000/v1`.
+    pub base_url: String,
+    /// The `model` every request names.
+    pub model_name: String,
+    /// The environment variable holding the API key; the key is never written anywhere.
+    pub api_key_env: String,
+    /// Requests in flight at once.
+    pub max_in_flight: usize,
+    /// One request's time limit, seconds (a reply that never ends is cut there).
+    pub timeout_s: f64,
+    /// Attempts after the first on 429, 5xx, a dropped connection, a timeout or bad JSON.
+    pub retries: usize,
+    /// The first retry's wait, seconds; it doubles with every attempt.
+    pub backoff_s: f64,
+    /// Ask the server for the sampled tokens' log-probs.
+    pub logprobs: bool,
+    /// More request fields, sent as they are (e.g. `{ top_k = 20 }` for vLLM,
+    /// `{ repeat_penalty = 1.0 }` for llama.cpp's server, whose default is 1.1).
+    pub request: toml::Table,
+}
+
+impl Default for ServerSection {
+    fn default() -> Self {
+        ServerSection {
+            base_url: String::new(),
+            model_name: String::new(),
+            api_key_env: "OPENAI_API_KEY".into(),
+            max_in_flight: 16,
+            timeout_s: 120.0,
+            retries: 4,
+            backoff_s: 1.0,
+            logprobs: true,
+            request: toml::Table::new(),
+        }
+    }
+}
+
+impl ServerSection {
+    /// Refuses what cannot reach a server, naming the key under `section`.
+    fn validate(&self, section: &str) -> Result<()> {
+        let key = |k: &str| format!("{section}.{k}");
+        let url = self.base_url.trim();
+        if !(url.starts_with("http://") || url.starts_with("https://")) {
+            return Err(TrainerError::value(
+                &key("base_url"),
+                format!("needs an http:// or https:// URL, got {url:?}"),
+            ));
+        }
+        if self.model_name.trim().is_empty() {
+            return Err(TrainerError::value(
+                &key("model_name"),
+                "needs the served model's name (--model-name)",
+            ));
+        }
+        if self.api_key_env.trim().is_empty() {
+            return Err(TrainerError::value(&key("api_key_env"), "must name an environment variable"));
+        }
+        positive(&key("max_in_flight"), self.max_in_flight)?;
+        positive_number(&key("timeout_s"), self.timeout_s)?;
+        non_negative(&key("backoff_s"), self.backoff_s)?;
+        Ok(())
+    }
+
+    /// How to reach the server.
+    pub fn options(&self) -> ServedOptions {
+        let extra = self
+            .request
+            .iter()
+            .filter_map(|(k, v)| Some((k.clone(), serde_json::to_value(v).ok()?)))
+            .collect();
+        ServedOptions {
+            base_url: self.base_url.trim().to_string(),
+            model: self.model_name.clone(),
+            api_key_env: self.api_key_env.clone(),
+            max_in_flight: self.max_in_flight,
+            timeout: std::time::Duration::from_secs_f64(self.timeout_s),
+            retries: self.retries,
+            backoff: std::time::Duration::from_secs_f64(self.backoff_s),
+            logprobs: self.logprobs,
+            extra,
         }
     }
 }
@@ -173,14 +310,58 @@ pub struct ColdstartSection {
     pub episodes: usize,
     /// Share of demonstrations (seeded) with one recoverable mistake.
     pub mistake_fraction: f64,
+    /// Who writes each step's tag and reason: `builtin` (rule-based) or `openai`: a served
+    /// teacher (`[coldstart.teacher]`) with the actions fixed, as published; its rejected
+    /// steps keep the built-in annotation.
+    pub annotator: String,
+    /// The teacher's server (annotator `openai`).
+    pub teacher: ServerSection,
+    /// The teacher's sampling temperature.
+    pub teacher_temperature: f64,
+    /// The longest annotation of one trajectory, in tokens.
+    pub teacher_max_tokens: usize,
 }
+
+/// The annotators `[coldstart] annotator` names.
+pub const ANNOTATORS: [&str; 2] = ["builtin", "openai"];
 
 impl Default for ColdstartSection {
     fn default() -> Self {
         ColdstartSection {
             episodes: 200,
             mistake_fraction: 0.25,
+            annotator: "builtin".into(),
+            teacher: ServerSection {
+                logprobs: false,
+                ..ServerSection::default()
+            },
+            teacher_temperature: 0.0,
+            teacher_max_tokens: 4096,
         }
+    }
+}
+
+impl ColdstartSection {
+    /// A served teacher annotates.
+    pub fn has_teacher(&self) -> bool {
+        self.annotator == "openai"
+    }
+
+    fn validate(&self) -> Result<()> {
+        positive("coldstart.episodes", self.episodes)?;
+        in_range("coldstart.mistake_fraction", self.mistake_fraction, 0.0, 1.0)?;
+        if !ANNOTATORS.contains(&self.annotator.as_str()) {
+            return Err(TrainerError::value(
+                "coldstart.annotator",
+                format!("must be builtin or openai, got {:?}", self.annotator),
+            ));
+        }
+        if self.has_teacher() {
+            self.teacher.validate("coldstart.teacher")?;
+            non_negative("coldstart.teacher_temperature", self.teacher_temperature)?;
+            positive("coldstart.teacher_max_tokens", self.teacher_max_tokens)?;
+        }
+        Ok(())
     }
 }
 
@@ -519,9 +700,7 @@ impl RunConfig {
             ));
         }
         positive("env.max_steps", self.env.max_steps)?;
-        if self.model.path.trim().is_empty() {
-            return Err(TrainerError::value("model.path", "must name a model"));
-        }
+        self.model.validate()?;
         if self.model.path == SCRATCH_MODEL {
             self.scratch
                 .validate()
@@ -544,13 +723,7 @@ impl RunConfig {
             positive("eval.episodes", n)?;
         }
         non_negative("eval.temperature", self.eval.temperature)?;
-        positive("coldstart.episodes", self.coldstart.episodes)?;
-        in_range(
-            "coldstart.mistake_fraction",
-            self.coldstart.mistake_fraction,
-            0.0,
-            1.0,
-        )?;
+        self.coldstart.validate()?;
         let s = &self.sft;
         positive("sft.epochs", s.epochs)?;
         positive_number("sft.lr", s.lr)?;
@@ -581,6 +754,16 @@ impl RunConfig {
             history_output_chars: self.rollout.history_output_chars,
             threads: self.rollout.threads,
             progress: true,
+        }
+    }
+
+    /// How a served model samples at `temperature`.
+    pub fn served_sampling(&self, temperature: f64) -> ServedSampling {
+        ServedSampling {
+            max_tokens: self.rollout.max_new_tokens,
+            temperature,
+            top_p: self.rollout.top_p,
+            seed: self.run.seed,
         }
     }
 

@@ -16,6 +16,7 @@ use crate::collector::{collect, grouped_specs, CollectorOptions, Throughput};
 use crate::envs::EnvProvider;
 use crate::error::Result;
 use crate::record::{EpisodeRecord, TaskRef};
+use crate::served::RequestStats;
 
 /// The tasks of an evaluation: every test task once (`None`), or `n` drawn in seeded,
 /// shuffled passes over the test tasks.
@@ -72,6 +73,9 @@ pub struct Summary {
     /// Count, mean and std of the meta-reasoning reward per tag (default reward rules).
     pub tag_rewards: BTreeMap<String, metrics::TagRewardStats>,
     pub throughput: Throughput,
+    /// A served model's requests: sent, retried, failed, tokens.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub requests: Option<RequestStats>,
 }
 
 /// Meta-reasoning rewards of each step under the default (reference) rules.
@@ -137,6 +141,7 @@ pub fn summarize(
             .collect(),
         tag_rewards: overall.tag_rewards,
         throughput,
+        requests: None,
     }
 }
 
@@ -184,6 +189,12 @@ pub fn table(summary: &Summary) -> String {
             summary.failed_episodes
         ));
     }
+    if let Some(r) = &summary.requests {
+        out.push_str(&format!(
+            "requests: {} sent, {} retries, {} failed; tokens counted by the server: {} prompt, {} completion\n",
+            r.requests, r.retries, r.failed, r.prompt_tokens, r.completion_tokens
+        ));
+    }
     let t = &summary.throughput;
     out.push_str(&format!(
         "throughput: {} steps in {:.2} s ({:.1} steps/s), {} tokens ({:.1} tokens/s); environment {:.2} s, policy {:.2} s\n",
@@ -210,13 +221,14 @@ pub fn evaluate(
 ) -> Result<Evaluation> {
     let specs = grouped_specs(tasks, 1, seed);
     let collection = collect(provider, policy, &specs, options)?;
-    let summary = summarize(
+    let mut summary = summarize(
         provider.name(),
         split,
         &policy.name(),
         &collection.episodes,
         collection.throughput,
     );
+    summary.requests = policy.request_stats();
     Ok(Evaluation {
         episodes: collection.episodes,
         summary,

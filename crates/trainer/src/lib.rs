@@ -18,7 +18,9 @@ pub mod rundir;
 pub mod runner;
 pub mod sci_annotate;
 pub mod sciworld_env;
+pub mod served;
 pub mod sft;
+pub mod teacher;
 
 pub use agent::{Policy, Reply, Turn};
 pub use collector::{collect, grouped_specs, Collection, CollectorOptions, Throughput};

@@ -6,6 +6,8 @@
 use rlvmr_core::{EpisodeFacts, StepFacts, Tag};
 use serde::{Deserialize, Serialize};
 
+use crate::served::TokenUsage;
+
 /// One task of an environment: a game (ALFWorld: its path in the data) and its type label.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TaskRef {
@@ -64,6 +66,17 @@ pub struct StepRecord {
     /// A deliberate mistake of a cold-start demonstration (never an SFT sample).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub mistake: bool,
+    /// Tokens as a served model's server counted them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<TokenUsage>,
+}
+
+impl StepRecord {
+    /// Tokens the policy generated: its token ids, or what a server counted.
+    pub fn generated_tokens(&self) -> usize {
+        let served = self.usage.map_or(0, |u| u.completion_tokens);
+        self.response_ids.len().max(served)
+    }
 }
 
 /// One finished episode.
@@ -86,7 +99,7 @@ pub struct EpisodeRecord {
 impl EpisodeRecord {
     /// Tokens the policy generated in this episode.
     pub fn generated_tokens(&self) -> usize {
-        self.steps.iter().map(|s| s.response_ids.len()).sum()
+        self.steps.iter().map(StepRecord::generated_tokens).sum()
     }
 
     /// What the reward rules read. A step of an environment without an admissible list

@@ -9,16 +9,37 @@ use crate::config::RunConfig;
 use crate::envs::{open_env, EnvProvider};
 use crate::error::Result;
 use crate::eval::{eval_tasks, evaluate, Evaluation, Summary};
-use crate::policies::{ExpertPolicy, GoldPolicy, ModelPolicy, RandomPolicy};
+use crate::policies::{ExpertPolicy, GoldPolicy, ModelPolicy, RandomPolicy, ServedPolicy};
 use crate::rundir::RunDir;
 use crate::sft::{self, SftReport};
+use crate::teacher::Teacher;
 
 /// The policies `--policy` names besides a model.
 pub const EXPERT: &str = "expert";
 pub const RANDOM: &str = "random";
+/// `--policy openai:BASE_URL`: a model behind an OpenAI-compatible server.
+pub const SERVED_PREFIX: &str = "openai:";
 
-/// `expert`, `random`, or a model (a checkpoint folder, a GGUF file or the embedded
-/// default's name) sampling at
+/// The policy a config names when `--policy` does not: its served model, else its model.
+pub fn config_policy(config: &RunConfig) -> String {
+    if config.model.is_served() {
+        format!("{SERVED_PREFIX}{}", config.model.server.base_url)
+    } else {
+        config.model.path.clone()
+    }
+}
+
+/// `config` with `policy` applied: `openai:BASE_URL` selects the served backend at that URL.
+pub fn with_policy(mut config: RunConfig, policy: &str) -> RunConfig {
+    if let Some(url) = policy.strip_prefix(SERVED_PREFIX) {
+        config.model.backend = "openai".into();
+        config.model.server.base_url = url.to_string();
+    }
+    config
+}
+
+/// `expert`, `random`, `openai:BASE_URL` (the config's served model, see [`with_policy`]), or
+/// a model (a checkpoint folder, a GGUF file or the embedded default's name) sampling at
 /// `temperature`.
 pub fn make_policy(
     name: &str,
@@ -31,6 +52,10 @@ pub fn make_policy(
         EXPERT if provider.name() == "sciworld" => Ok(Box::new(GoldPolicy::new(0.0)?.replying(style))),
         EXPERT => Ok(Box::new(ExpertPolicy::new(0.0).replying(style))),
         RANDOM => Ok(Box::new(RandomPolicy::new())),
+        served if served.starts_with(SERVED_PREFIX) => Ok(Box::new(ServedPolicy::connect(
+            config.model.server.options(),
+            config.served_sampling(temperature),
+        )?)),
         model => {
             let (llama, tokenizer) = sft::load_model(model)?;
             Ok(Box::new(ModelPolicy::new(
@@ -60,14 +85,16 @@ fn folder_name(name: &str) -> String {
         .collect()
 }
 
-/// The default run directory of an evaluation.
+/// The default run directory of an evaluation (a served model's is named after the model).
 pub fn default_eval_dir(config: &RunConfig, policy: &str) -> PathBuf {
-    config.run.out_dir.join(format!(
-        "eval-{}-{}-{}",
-        config.env.name,
-        config.env.split,
-        folder_name(policy)
-    ))
+    let name = match policy.starts_with(SERVED_PREFIX) {
+        true => format!("openai-{}", folder_name(&config.model.server.model_name)),
+        false => folder_name(policy),
+    };
+    config
+        .run
+        .out_dir
+        .join(format!("eval-{}-{}-{name}", config.env.name, config.env.split))
 }
 
 fn open(config: &RunConfig) -> Result<Box<dyn EnvProvider>> {
@@ -104,21 +131,31 @@ pub fn run_eval(config: &RunConfig, policy_name: &str, out: &Path) -> Result<Eva
     Ok(evaluation)
 }
 
-/// `rlvmr coldstart`: expert demonstrations of the level's training tasks; writes
-/// config.toml, trajectories.jsonl and sft.jsonl.
+/// `rlvmr coldstart`: expert demonstrations of the level's training tasks, annotated by the
+/// built-in annotator or a served teacher; writes config.toml, trajectories.jsonl, sft.jsonl
+/// (and with a teacher, annotation.json).
 pub fn run_coldstart(config: &RunConfig, out: &Path) -> Result<Coldstart> {
     config.validate()?;
     let provider = open(config)?;
+    let c = &config.coldstart;
+    let teacher = match c.has_teacher() {
+        true => Some(Teacher::connect(c.teacher.options(), c.teacher_temperature, c.teacher_max_tokens)?),
+        false => None,
+    };
     let dir = RunDir::create(out, config)?;
     let result = coldstart(
         provider.as_ref(),
-        config.coldstart.episodes,
-        config.coldstart.mistake_fraction,
+        c.episodes,
+        c.mistake_fraction,
         config.run.seed,
         &config.collector_options(),
+        teacher.as_ref(),
     )?;
     dir.write_jsonl("trajectories.jsonl", &result.episodes)?;
     dir.write_jsonl("sft.jsonl", &result.samples)?;
+    if let Some(report) = &result.teacher {
+        dir.write_json("annotation.json", report)?;
+    }
     Ok(result)
 }
 
@@ -136,6 +173,7 @@ pub fn run_sft(
     resume: Option<&Path>,
 ) -> Result<(SftReport, Option<Summary>)> {
     config.validate()?;
+    config.model.require_local("rlvmr sft")?;
     let samples = sft::read_samples(&config.sft.data)?;
     let provider = open(config)?;
     let (model, tokenizer) = sft::initial_model(config, &samples, resume)?;

@@ -12,7 +12,7 @@ use trainer::CollectorOptions;
 fn l2_demonstrations_are_tagged_expert_wins_on_training_games_with_real_recoveries() {
     let provider = common::alfworld("L2");
     let options = CollectorOptions::default();
-    let run = coldstart(provider.as_ref(), 30, 0.5, 7, &options).unwrap();
+    let run = coldstart(provider.as_ref(), 30, 0.5, 7, &options, None).unwrap();
     assert_eq!(run.episodes.len(), 30);
     for e in &run.episodes {
         assert!(e.game.starts_with("json_2.1.1/train/"), "{}", e.game);
@@ -91,19 +91,19 @@ fn l2_demonstrations_are_tagged_expert_wins_on_training_games_with_real_recoveri
     );
     let responses: BTreeSet<&str> = run.samples.iter().map(|s| s.response.as_str()).collect();
     assert!(responses.len() > run.samples.len() * 9 / 10, "reasons vary");
-    let again = coldstart(provider.as_ref(), 30, 0.5, 7, &options).unwrap();
+    let again = coldstart(provider.as_ref(), 30, 0.5, 7, &options, None).unwrap();
     assert_eq!(again.samples, run.samples, "same seed, same data");
-    let other = coldstart(provider.as_ref(), 30, 0.5, 8, &options).unwrap();
+    let other = coldstart(provider.as_ref(), 30, 0.5, 8, &options, None).unwrap();
     assert_ne!(other.samples, run.samples);
 }
 
 #[test]
 fn think_style_demonstrations_carry_the_same_steps_and_reasons_in_think_blocks() {
     let provider = common::alfworld("L2");
-    let tagged = coldstart(provider.as_ref(), 12, 0.5, 3, &CollectorOptions::default()).unwrap();
+    let tagged = coldstart(provider.as_ref(), 12, 0.5, 3, &CollectorOptions::default(), None).unwrap();
     let mut options = CollectorOptions::default();
     options.prompt.style = rlvmr_core::PromptStyle::Think;
-    let think = coldstart(provider.as_ref(), 12, 0.5, 3, &options).unwrap();
+    let think = coldstart(provider.as_ref(), 12, 0.5, 3, &options, None).unwrap();
     assert_eq!(think.samples.len(), tagged.samples.len());
     for (t, g) in think.episodes.iter().zip(&tagged.episodes) {
         assert_eq!(t.game, g.game);

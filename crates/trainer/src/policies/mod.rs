@@ -1,14 +1,16 @@
-//! The three ways of acting behind [`crate::agent::Policy`].
+//! The ways of acting behind [`crate::agent::Policy`].
 
 pub mod expert;
 pub mod gold;
 pub mod model;
 pub mod random;
+pub mod served;
 
 pub use expert::ExpertPolicy;
 pub use gold::GoldPolicy;
 pub use model::{ModelPolicy, ModelPolicyOptions};
 pub use random::RandomPolicy;
+pub use served::{ServedPolicy, ServedSampling};
 
 use rlvmr_core::{OutputStyle, Tag};
 

@@ -152,6 +152,7 @@ impl Policy for ModelPolicy {
                     response_ids: s.ids,
                     logprobs: s.logprobs,
                     mistake: false,
+                    usage: None,
                 });
             }
         }

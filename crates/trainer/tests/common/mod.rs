@@ -3,6 +3,8 @@
 
 #![allow(dead_code)]
 
+pub mod fake_openai;
+
 use std::path::PathBuf;
 
 use trainer::envs::{open_env, EnvProvider};
