@@ -322,7 +322,13 @@ pub fn draw(runs: &[Run], out: &Path) -> Result<Vec<PathBuf>> {
     load_font()?;
     std::fs::create_dir_all(out).map_err(|e| TrainerError::io(out, e))?;
     let mut written = Vec::new();
+    let any_evals = runs.iter().any(|r| !r.evals.is_empty());
     for (file, title, panels) in charts() {
+        // A panel of evaluations only is left out when no run evaluated during training.
+        let panels: Vec<Panel> = panels
+            .into_iter()
+            .filter(|p| any_evals || p.series.iter().any(|&(source, _)| source == Source::Iterations))
+            .collect();
         let path = out.join(file);
         draw_chart(&path, title, &panels, runs)?;
         written.push(path);
@@ -595,6 +601,31 @@ mod tests {
         let err = comparison(&[root.join("sft-only")]).unwrap_err().to_string();
         assert!(err.contains("summary.json") && err.contains("success_rate"), "{err}");
         let _ = std::fs::remove_dir_all(&root);
+    }
+
+    /// A PNG's (width, height), from its header.
+    fn png_size(path: &Path) -> (u32, u32) {
+        let bytes = std::fs::read(path).unwrap();
+        let be = |at: usize| u32::from_be_bytes(bytes[at..at + 4].try_into().unwrap());
+        (be(16), be(20))
+    }
+
+    #[test]
+    fn success_has_an_evaluation_panel_only_when_a_run_evaluated() {
+        let dir = std::env::temp_dir().join(format!("rlvmr-report-evals-{}", std::process::id()));
+        let iteration = serde_json::json!({"iteration": 1, "success": 0.25});
+        let mut run = Run {
+            name: "a".into(),
+            iterations: vec![iteration],
+            evals: vec![],
+            finals: vec![],
+        };
+        draw(std::slice::from_ref(&run), &dir).unwrap();
+        assert_eq!(png_size(&dir.join("success.png")).0, 480, "one panel");
+        run.evals.push(serde_json::json!({"iteration": 1, "eval": {"success_rate": 0.5}}));
+        draw(&[run], &dir).unwrap();
+        assert_eq!(png_size(&dir.join("success.png")).0, 960, "two panels");
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]
