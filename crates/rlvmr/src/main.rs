@@ -13,6 +13,7 @@ use alfworld::{AlfworldData, Split};
 mod coldstart_cmd;
 mod eval_cmd;
 mod model_cmd;
+mod view_cmd;
 mod sft_cmd;
 mod train_cmd;
 mod report_cmd;
@@ -81,6 +82,9 @@ enum Command {
     Train(train_cmd::TrainArgs),
     /// Charts (PNG) and the final table of one or more `rlvmr train` runs, overlaid.
     Report(report_cmd::ReportArgs),
+    /// One self-contained HTML page to read episodes: filters, each step's tag, reply, action
+    /// and observation, and several runs side by side on the same game.
+    View(view_cmd::ViewArgs),
     /// The final L0/L1/L2 evaluations of several runs as one table, seeds of a method pooled
     /// (mean ± standard deviation).
     Compare(report_cmd::CompareArgs),
@@ -311,6 +315,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Command::Sft(args) => sft_cmd::run(args),
         Command::Train(args) => train_cmd::run(args),
         Command::Report(args) => report_cmd::run(args),
+        Command::View(args) => view_cmd::run(args),
         Command::Compare(args) => report_cmd::compare(args),
         Command::Sciworld { command } => sciworld_cmd::run(command),
         Command::Alfworld { command } => match command {

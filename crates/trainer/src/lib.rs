@@ -21,6 +21,7 @@ pub mod sciworld_env;
 pub mod served;
 pub mod sft;
 pub mod teacher;
+pub mod view;
 
 pub use agent::{Policy, Reply, Turn};
 pub use collector::{collect, grouped_specs, Collection, CollectorOptions, Throughput};
