@@ -234,3 +234,19 @@ fn sciworld_is_played_through_a_server_too() {
     assert_eq!(server.seen()[0].body["messages"][0]["content"], episode.steps[0].prompt.as_str());
     assert_eq!(evaluation.summary.env, "sciworld");
 }
+
+#[test]
+fn a_refusal_after_answers_fails_episodes_and_keeps_what_was_played() {
+    // The key is revoked mid-run: the first turn is answered, every later request is 401.
+    let server = FakeServer::start(|n, _| if n < 3 { Answer::chat(REPLY) } else { Answer::status(401, "revoked") });
+    let provider = common::alfworld("L0");
+    let tasks = eval_tasks(provider.as_ref(), Some(3), 0);
+    let mut policy = served_policy(&server.url);
+    let evaluation = evaluate(provider.as_ref(), &mut policy, &tasks, "L0", &collector(5), 0).unwrap();
+    assert_eq!(evaluation.summary.failed_episodes, 3);
+    for e in &evaluation.episodes {
+        assert_eq!(e.steps.len(), 1, "the answered step is kept");
+        assert!(e.error.as_deref().unwrap().contains("401"), "{:?}", e.error);
+    }
+    assert_eq!(evaluation.summary.requests.as_ref().unwrap().retries, 0, "a refusal is not retried");
+}

@@ -27,6 +27,9 @@ pub struct ServedPolicy {
     client: Client,
     sampling: ServedSampling,
     rollout_seeds: Vec<u64>,
+    /// The server has answered at least once: a refusal after that fails episodes, not
+    /// the run, so what was played is kept.
+    answered: bool,
 }
 
 impl ServedPolicy {
@@ -38,6 +41,7 @@ impl ServedPolicy {
             client,
             sampling,
             rollout_seeds: Vec::new(),
+            answered: false,
         })
     }
 
@@ -95,11 +99,12 @@ impl Policy for ServedPolicy {
     fn act(&mut self, turns: &[Turn]) -> Result<Vec<Result<Reply, String>>> {
         let this = &*self;
         let results = map_in_flight(turns, this.client.options().max_in_flight, |t| this.request(t));
-        if let Some(fatal) = results.iter().find_map(|r| match r {
-            Err(RequestError::Fatal(m)) => Some(m.clone()),
-            _ => None,
-        }) {
-            return Err(TrainerError::Invalid(fatal));
+        self.answered |= results.iter().any(Result::is_ok);
+        if !self.answered {
+            // Refused before any answer (a bad key, a wrong model): stop with the reason.
+            if let Some(Err(RequestError::Fatal(m))) = results.iter().find(|r| matches!(r, Err(RequestError::Fatal(_)))) {
+                return Err(TrainerError::Invalid(m.clone()));
+            }
         }
         Ok(results
             .into_iter()
