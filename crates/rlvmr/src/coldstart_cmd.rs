@@ -62,13 +62,14 @@ pub fn run(args: ColdstartArgs) -> Result<ExitCode> {
     if let Some(seed) = args.seed {
         config.run.seed = seed;
     }
-    match args.annotator.as_deref() {
-        Some(a) if a.starts_with(trainer::runner::SERVED_PREFIX) => {
-            config.coldstart.annotator = "openai".into();
-            config.coldstart.teacher.base_url = a[trainer::runner::SERVED_PREFIX.len()..].to_string();
+    if let Some(annotator) = args.annotator {
+        match annotator.strip_prefix(trainer::runner::SERVED_PREFIX) {
+            Some(url) => {
+                config.coldstart.annotator = "openai".into();
+                config.coldstart.teacher.base_url = url.to_string();
+            }
+            None => config.coldstart.annotator = annotator,
         }
-        Some(a) => config.coldstart.annotator = a.to_string(),
-        None => {}
     }
     if let Some(name) = args.model_name {
         config.coldstart.teacher.model_name = name;

@@ -2,19 +2,16 @@
 //! OpenAI-compatible server: the table and run directory, and clear errors for an
 //! unreachable server, a refused key, a missing model name, and training a served model.
 
-#[path = "../../trainer/tests/common/fake_openai.rs"]
-mod fake_openai;
+#[path = "../../trainer/tests/common/mod.rs"]
+mod common;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use fake_openai::{Answer, FakeServer};
+use common::fake_openai::{Answer, FakeServer};
 
 fn zip() -> String {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../../shared/alfworld/json_2.1.1.zip")
-        .display()
-        .to_string()
+    common::zip().display().to_string()
 }
 
 fn scratch(name: &str) -> PathBuf {

@@ -112,6 +112,29 @@ pub fn mix(a: u64, b: u64) -> u64 {
     z ^ (z >> 31)
 }
 
+/// Each slot's sampling stream: a policy's seed mixed with the episode's rollout seed when
+/// it starts, then with the step, so a reply's draw depends on neither its batch nor its
+/// neighbours.
+#[derive(Debug, Clone, Default)]
+pub struct StepSeeds {
+    by_slot: Vec<u64>,
+}
+
+impl StepSeeds {
+    /// The episode of `spec` starts in `slot`.
+    pub fn start(&mut self, slot: usize, policy_seed: u64, spec: &EpisodeSpec) {
+        if self.by_slot.len() <= slot {
+            self.by_slot.resize(slot + 1, 0);
+        }
+        self.by_slot[slot] = mix(policy_seed, spec.rollout_seed);
+    }
+
+    /// The seed of a turn's reply.
+    pub fn of(&self, turn: &Turn) -> u64 {
+        mix(self.by_slot.get(turn.slot).copied().unwrap_or(0), turn.step as u64)
+    }
+}
+
 /// One episode while it runs.
 struct Running {
     spec: EpisodeSpec,

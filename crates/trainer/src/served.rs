@@ -188,8 +188,20 @@ impl Client {
         })
     }
 
+    /// [`Client::new`], then [`Client::check`]: a wrong URL or key fails before any request.
+    pub fn connect(options: ServedOptions) -> Result<Client> {
+        let client = Client::new(options)?;
+        client.check()?;
+        Ok(client)
+    }
+
     pub fn options(&self) -> &ServedOptions {
         &self.options
+    }
+
+    /// `openai:MODEL (BASE_URL)`, for logs and summaries.
+    pub fn name(&self) -> String {
+        format!("openai:{} ({})", self.options.model, self.options.base_url)
     }
 
     /// Asks `GET /models` once, so an unreachable server or a refused key is a clear error

@@ -160,10 +160,8 @@ pub struct Teacher {
 impl Teacher {
     /// Connects (one `GET /models`), so a wrong URL or key fails before any request.
     pub fn connect(options: ServedOptions, temperature: f64, max_tokens: usize) -> Result<Teacher> {
-        let client = Client::new(options)?;
-        client.check()?;
         Ok(Teacher {
-            client,
+            client: Client::connect(options)?,
             temperature,
             max_tokens,
         })
@@ -194,8 +192,7 @@ impl Teacher {
     }
 
     pub fn name(&self) -> String {
-        let o = self.client.options();
-        format!("openai:{} ({})", o.model, o.base_url)
+        self.client.name()
     }
 
     pub fn stats(&self) -> RequestStats {

@@ -93,6 +93,21 @@ fn start_server(python: &Path, gguf: &Path) -> LlamaServer {
     }
 }
 
+/// How the tests reach `server`: no key, log-probs asked for.
+fn options(server: &LlamaServer) -> ServedOptions {
+    ServedOptions {
+        base_url: server.url.clone(),
+        model: "smollm2".into(),
+        api_key_env: "RLVMR_TEST_NO_KEY".into(),
+        max_in_flight: 2,
+        timeout: Duration::from_secs(120),
+        retries: 1,
+        backoff: Duration::from_millis(100),
+        logprobs: true,
+        extra: Map::new(),
+    }
+}
+
 /// Our decoder's greedy reply to `prompt`, rendered as the GGUF's template renders a chat
 /// of one user message.
 fn local_greedy_reply(gguf: &Path, prompt: &str) -> String {
@@ -113,20 +128,9 @@ fn local_greedy_reply(gguf: &Path, prompt: &str) -> String {
 fn llama_cpp_server_plays_alfworld_with_our_greedy_reply() {
     let gguf = policy::assets::default_model_path().expect("the embedded SmolLM2 GGUF");
     let server = start_server(server_python(), &gguf);
-    let mut extra = Map::new();
+    let mut options = options(&server);
     // llama-cpp-python's default repeat penalty is 1.1; greedy means none.
-    extra.insert("repeat_penalty".into(), json!(1.0));
-    let options = ServedOptions {
-        base_url: server.url.clone(),
-        model: "smollm2".into(),
-        api_key_env: "RLVMR_TEST_NO_KEY".into(),
-        max_in_flight: 2,
-        timeout: Duration::from_secs(120),
-        retries: 1,
-        backoff: Duration::from_millis(100),
-        logprobs: true,
-        extra,
-    };
+    options.extra.insert("repeat_penalty".into(), json!(1.0));
     let sampling = ServedSampling {
         max_tokens: MAX_TOKENS,
         temperature: 0.0,
@@ -159,18 +163,7 @@ fn llama_cpp_server_plays_alfworld_with_our_greedy_reply() {
 fn llama_cpp_server_as_a_cold_start_teacher() {
     let gguf = policy::assets::default_model_path().expect("the embedded SmolLM2 GGUF");
     let server = start_server(server_python(), &gguf);
-    let options = ServedOptions {
-        base_url: server.url.clone(),
-        model: "smollm2".into(),
-        api_key_env: "RLVMR_TEST_NO_KEY".into(),
-        max_in_flight: 2,
-        timeout: Duration::from_secs(120),
-        retries: 1,
-        backoff: Duration::from_millis(100),
-        logprobs: false,
-        extra: Map::new(),
-    };
-    let teacher = trainer::teacher::Teacher::connect(options, 0.0, 192).unwrap();
+    let teacher = trainer::teacher::Teacher::connect(options(&server), 0.0, 192).unwrap();
     let provider = common::alfworld("L0");
     let collector = CollectorOptions {
         progress: false,

@@ -12,7 +12,7 @@ use policy::sample::{sample_batch_with, SampleOptions};
 use policy::{InferenceModel, Llama, Tokenizer};
 
 use crate::agent::{Policy, Reply, Turn};
-use crate::collector::mix;
+use crate::collector::StepSeeds;
 use crate::error::Result;
 use crate::record::EpisodeSpec;
 
@@ -49,8 +49,7 @@ pub struct ModelPolicy {
     inference: InferenceModel,
     tokenizer: Tokenizer,
     options: ModelPolicyOptions,
-    /// The rollout seed of the episode in each slot.
-    rollout_seeds: Vec<u64>,
+    seeds: StepSeeds,
 }
 
 impl ModelPolicy {
@@ -81,7 +80,7 @@ impl ModelPolicy {
             inference,
             tokenizer,
             options,
-            rollout_seeds: Vec::new(),
+            seeds: StepSeeds::default(),
         })
     }
 
@@ -119,10 +118,7 @@ impl Policy for ModelPolicy {
     }
 
     fn start_episode(&mut self, slot: usize, spec: &EpisodeSpec) -> Result<()> {
-        if self.rollout_seeds.len() <= slot {
-            self.rollout_seeds.resize(slot + 1, 0);
-        }
-        self.rollout_seeds[slot] = mix(self.options.seed, spec.rollout_seed);
+        self.seeds.start(slot, self.options.seed, spec);
         Ok(())
     }
 
@@ -135,13 +131,7 @@ impl Policy for ModelPolicy {
                 .iter()
                 .filter_map(|&i| encoded[i].as_ref().ok().cloned())
                 .collect();
-            let row_seeds = chunk
-                .iter()
-                .map(|&i| {
-                    let rollout = self.rollout_seeds.get(turns[i].slot).copied().unwrap_or(0);
-                    mix(rollout, turns[i].step as u64)
-                })
-                .collect();
+            let row_seeds = chunk.iter().map(|&i| self.seeds.of(&turns[i])).collect();
             let opts = self.sample_options(row_seeds);
             let sampled = sample_batch_with(&self.inference, &self.tokenizer, &prompts, &opts)?;
             for ((&i, prompt_ids), s) in chunk.iter().zip(prompts).zip(sampled) {

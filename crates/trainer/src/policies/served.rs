@@ -6,7 +6,7 @@
 //! the server returns them; there are no token ids.
 
 use crate::agent::{Policy, Reply, Turn};
-use crate::collector::mix;
+use crate::collector::StepSeeds;
 use crate::error::{Result, TrainerError};
 use crate::record::EpisodeSpec;
 use crate::served::{map_in_flight, Client, Completion, Message, RequestError, RequestStats, Sampling, ServedOptions};
@@ -26,7 +26,7 @@ pub struct ServedSampling {
 pub struct ServedPolicy {
     client: Client,
     sampling: ServedSampling,
-    rollout_seeds: Vec<u64>,
+    seeds: StepSeeds,
     /// The server has answered at least once: a refusal after that fails episodes, not
     /// the run, so what was played is kept.
     answered: bool,
@@ -35,23 +35,20 @@ pub struct ServedPolicy {
 impl ServedPolicy {
     /// Connects (one `GET /models`) so a wrong URL or key fails before any episode.
     pub fn connect(options: ServedOptions, sampling: ServedSampling) -> Result<ServedPolicy> {
-        let client = Client::new(options)?;
-        client.check()?;
         Ok(ServedPolicy {
-            client,
+            client: Client::connect(options)?,
             sampling,
-            rollout_seeds: Vec::new(),
+            seeds: StepSeeds::default(),
             answered: false,
         })
     }
 
     fn request(&self, turn: &Turn) -> Result<Reply, RequestError> {
-        let rollout = self.rollout_seeds.get(turn.slot).copied().unwrap_or(0);
         let sampling = Sampling {
             max_tokens: self.sampling.max_tokens,
             temperature: self.sampling.temperature,
             top_p: self.sampling.top_p,
-            seed: Some(mix(rollout, turn.step as u64)),
+            seed: Some(self.seeds.of(turn)),
             stop: vec![ACTION_STOP.to_string()],
         };
         let completion = self.client.chat(&[Message::user(turn.prompt)], &sampling)?;
@@ -84,15 +81,11 @@ fn action_left_open(text: &str) -> bool {
 
 impl Policy for ServedPolicy {
     fn name(&self) -> String {
-        let o = self.client.options();
-        format!("openai:{} ({})", o.model, o.base_url)
+        self.client.name()
     }
 
     fn start_episode(&mut self, slot: usize, spec: &EpisodeSpec) -> Result<()> {
-        if self.rollout_seeds.len() <= slot {
-            self.rollout_seeds.resize(slot + 1, 0);
-        }
-        self.rollout_seeds[slot] = mix(self.sampling.seed, spec.rollout_seed);
+        self.seeds.start(slot, self.sampling.seed, spec);
         Ok(())
     }
 
