@@ -82,8 +82,13 @@ fn tag_name(tag: Option<Tag>) -> &'static str {
 
 /// Steps of an episode whose (observation, action) pair occurred before in it.
 pub fn repeated_steps(steps: &[StepMetricsInput]) -> usize {
+    repeated_pairs(steps.iter().map(|s| (s.observation, s.action)))
+}
+
+/// How many (observation, action) pairs, in order, occurred before.
+pub fn repeated_pairs<'a>(pairs: impl IntoIterator<Item = (&'a str, &'a str)>) -> usize {
     let mut seen: HashSet<(&str, &str)> = HashSet::new();
-    steps.iter().filter(|s| !seen.insert((s.observation, s.action))).count()
+    pairs.into_iter().filter(|&pair| !seen.insert(pair)).count()
 }
 
 fn success_by<'a>(episodes: &[EpisodeMetricsInput<'a>], key: impl Fn(&EpisodeMetricsInput<'a>) -> Option<&'a str>) -> BTreeMap<String, f64> {

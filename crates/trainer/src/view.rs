@@ -7,10 +7,10 @@
 //! a time and an episode when it is opened, and puts every text from an episode into the DOM
 //! as text, never as markup.
 
-use std::collections::HashSet;
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 
+use rlvmr_core::metrics::repeated_pairs;
 use rlvmr_core::{parse_output, OutputStyle, Validity};
 use serde::Serialize;
 use serde_json::Value;
@@ -167,11 +167,7 @@ pub fn episode_of(value: &Value, with_prompts: bool) -> std::result::Result<View
     for s in &steps {
         *tags.entry(s.tag.clone().unwrap_or_else(|| "none".into())).or_insert(0) += 1;
     }
-    let mut seen = HashSet::new();
-    let repeated_steps = steps
-        .iter()
-        .filter(|s| !seen.insert((s.observation.as_str(), s.action.as_str())))
-        .count();
+    let repeated_steps = repeated_pairs(steps.iter().map(|s| (s.observation.as_str(), s.action.as_str())));
     Ok(ViewEpisode {
         uid: text(value, "uid").unwrap_or_default(),
         game: text(value, "game").unwrap_or_default(),
