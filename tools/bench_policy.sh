@@ -6,7 +6,7 @@
 #   tools/bench_policy.sh [ROUNDS]          (default 1)
 # Env: TORCH_VENV (a venv with torch + transformers; default: tools/torch_venv.sh makes one),
 #      THREADS (default 2), REPEATS (timed repeats inside each process, default 2),
-#      CANDLE_NUM_THREADS (candle's elementwise pool; default 1, see the README).
+#      CANDLE_NUM_THREADS (candle's elementwise pool; default 1, see docs/policy.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rounds="${1:-1}"

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""PyTorch side of the policy benchmark (README "Policy benchmarks").
+"""PyTorch side of the policy benchmark (docs/policy.md, "Policy benchmarks").
 
 Loads the SmolLM2-135M weights that `bench_model save-hf DIR` wrote (the same f32 weights the
 Rust benchmark uses, plus bench_ids.json with the token ids both feed) with transformers'

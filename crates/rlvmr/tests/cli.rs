@@ -120,11 +120,13 @@ fn score_reports_bad_lines_and_bad_configs() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// The `rlvmr score --config` example of docs/method.md (its first toml block) is accepted.
 #[test]
-fn the_readme_config_example_is_valid() {
-    let readme = std::fs::read_to_string(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../README.md")).unwrap();
-    let start = readme.find("```toml\n").expect("a toml block in the README") + 8;
-    let block = &readme[start..start + readme[start..].find("```").unwrap()];
+fn the_documented_score_config_example_is_valid() {
+    let page = std::fs::read_to_string(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../docs/method.md")).unwrap();
+    let start = page.find("```toml\n").expect("a toml block in docs/method.md") + 8;
+    let block = &page[start..start + page[start..].find("```").unwrap()];
+    assert!(block.contains("[advantage]"), "docs/method.md's first toml block is not the score config:\n{block}");
     let path = std::env::temp_dir().join(format!("rlvmr-readme-{}.toml", std::process::id()));
     std::fs::write(&path, block).unwrap();
     let (code, _, err) = rlvmr(&["score", "--config", path.to_str().unwrap()], EPISODES.as_bytes());
