@@ -59,7 +59,7 @@ fn last_dim(l: &Layout) -> CResult<usize> {
 /// The keys `lo..hi` query `q` (of `t` new queries against `total` keys) of a row with `pad`
 /// padding columns sees: its own position and those before it, padding excluded; a padding
 /// query sees only itself (which keeps it finite).
-fn visible_keys(q: usize, t: usize, total: usize, pad: usize) -> (usize, usize) {
+pub(crate) fn visible_keys(q: usize, t: usize, total: usize, pad: usize) -> (usize, usize) {
     let at = total - t + q;
     if at < pad {
         (at, at + 1)

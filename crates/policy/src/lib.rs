@@ -7,6 +7,7 @@
 //! gradients (see `shared/spec/models.md`).
 
 pub mod assets;
+pub mod attention;
 pub mod chat;
 pub mod checkpoint;
 pub mod device;

@@ -434,11 +434,19 @@ impl Llama {
 /// Rows are LEFT-padded: row `i` has `pad[i]` masked columns at the start, then its real tokens;
 /// positions (for rope) count from the first real token of each row. Every decode step appends
 /// one column to every row. [`KvCache::retain`] drops finished rows so they cost no compute.
-#[derive(Debug, Clone)]
+///
+/// The keys and values live in buffers with room for more columns than are filled: a decode
+/// step writes its column in place, where concatenating would copy the whole cache every step
+/// (at 500 columns and 32 rows that copy was a tenth of a rollout). A full buffer grows by
+/// [`GROW_COLUMNS`] at least. Not `Clone`: decode steps and [`KvCache::retain`] write into
+/// the buffers in place, so two caches must never share them.
+#[derive(Debug)]
 pub struct KvCache {
-    /// Per layer `[batch, kv_heads, len, head_dim]`.
+    /// Per layer `[batch, kv_heads, capacity, head_dim]`; columns `len..` are free.
     k: Vec<Tensor>,
     v: Vec<Tensor>,
+    /// Free columns the first buffers get past the prompt.
+    reserve: usize,
     /// Per row: number of masked padding columns at the start.
     pad: Vec<usize>,
     /// Per row: position of the next token.
@@ -456,30 +464,44 @@ impl KvCache {
         &self.next_pos
     }
     /// Keep only the rows `rows` (indices into the current batch, in the new order).
+    ///
+    /// Cheapest in the order [`swap_remove_order`] gives (rows that stay keep their slot, the
+    /// last rows fill the holes): then only the moved rows are copied, inside the buffers,
+    /// where any other order copies the whole cache (a tenth of a rollout's time when 32 rows
+    /// finish one by one).
     pub fn retain(&mut self, rows: &[usize]) -> Result<()> {
-        if rows.is_empty() {
-            return Err(PolicyError::Input("KvCache::retain: no rows left".into()));
+        let batch = self.pad.len();
+        if rows.is_empty() || rows.iter().any(|&r| r >= batch) {
+            return Err(PolicyError::Input(format!("KvCache::retain: rows {rows:?} of a batch of {batch}")));
         }
-        if rows.len() == self.pad.len() && rows.iter().enumerate().all(|(i, &r)| i == r) {
+        if rows.len() == batch && rows.iter().enumerate().all(|(i, &r)| i == r) {
             return Ok(());
         }
-        let dev = self
-            .k
-            .first()
-            .map(|t| t.device().clone())
-            .unwrap_or(Device::Cpu);
-        let idx: Vec<u32> = rows.iter().map(|&r| r as u32).collect();
-        let idx = Tensor::new(idx.as_slice(), &dev)?;
+        let kept = rows.len();
+        let in_place = rows.iter().enumerate().all(|(slot, &r)| r == slot || r >= kept);
         for t in self.k.iter_mut().chain(self.v.iter_mut()) {
-            *t = t.index_select(&idx, 0)?;
+            if in_place {
+                for (slot, &r) in rows.iter().enumerate().filter(|(slot, &r)| r != *slot) {
+                    t.slice_set(&t.narrow(0, r, 1)?.copy()?, 0, slot)?;
+                }
+                *t = t.narrow(0, 0, kept)?;
+            } else {
+                let idx: Vec<u32> = rows.iter().map(|&r| r as u32).collect();
+                *t = t.index_select(&Tensor::new(idx.as_slice(), t.device())?, 0)?;
+            }
         }
         self.pad = rows.iter().map(|&r| self.pad[r]).collect();
         self.next_pos = rows.iter().map(|&r| self.next_pos[r]).collect();
-        // Columns that are padding for every remaining row can go.
+        // Columns that are padding for every remaining row go when they are a quarter of the
+        // buffer or more (dropping them copies the cache; attention skips padding anyway).
         let common = self.pad.iter().copied().min().unwrap_or(0);
-        if common > 0 {
+        let capacity = match self.k.first() {
+            Some(k) => k.dim(2)?,
+            None => 0,
+        };
+        if common > 0 && common * 4 >= capacity {
             for t in self.k.iter_mut().chain(self.v.iter_mut()) {
-                *t = t.narrow(2, common, self.len - common)?.contiguous()?;
+                *t = t.narrow(2, common, capacity - common)?.contiguous()?;
             }
             self.len -= common;
             for p in self.pad.iter_mut() {
@@ -488,7 +510,66 @@ impl KvCache {
         }
         Ok(())
     }
+
+    /// Writes the `t` new columns `k_new`, `v_new` (`[batch, kv_heads, t, head_dim]`) of
+    /// layer `l` after the `len` filled ones (making or growing its buffers), and returns
+    /// views of the layer's filled keys and values, `len + t` columns.
+    fn store(&mut self, l: usize, k_new: &Tensor, v_new: &Tensor) -> Result<(Tensor, Tensor)> {
+        let (b, g, t, d) = k_new.dims4()?;
+        let filled = self.len + t;
+        if l == self.k.len() {
+            let capacity = filled + self.reserve;
+            self.k.push(Tensor::zeros((b, g, capacity, d), k_new.dtype(), k_new.device())?);
+            self.v.push(Tensor::zeros((b, g, capacity, d), v_new.dtype(), v_new.device())?);
+        }
+        for (buffer, new) in [(&mut self.k[l], k_new), (&mut self.v[l], v_new)] {
+            let capacity = buffer.dim(2)?;
+            if filled > capacity {
+                let more = Tensor::zeros((b, g, (filled - capacity).max(GROW_COLUMNS), d), new.dtype(), new.device())?;
+                *buffer = Tensor::cat(&[&*buffer, &more], 2)?;
+            }
+            buffer.slice_set(&new.contiguous()?, 2, self.len)?;
+        }
+        Ok((self.k[l].narrow(2, 0, filled)?, self.v[l].narrow(2, 0, filled)?))
+    }
+
+    /// Makes the next layer's buffers (`t` columns and the reserve) from the keys and values
+    /// (`[1, kv_heads, n, head_dim]`) of prompts packed one after another (`lens`), each
+    /// prompt's columns after its padding.
+    fn store_packed(&mut self, k: &Tensor, v: &Tensor, lens: &[usize], t: usize) -> Result<()> {
+        let (_, g, _, d) = k.dims4()?;
+        let (b, capacity) = (lens.len(), t + self.reserve);
+        let mut buffers = Vec::with_capacity(2);
+        for packed in [k, v] {
+            let buffer = Tensor::zeros((b, g, capacity, d), packed.dtype(), packed.device())?;
+            let mut start = 0;
+            for (row, (&len, &pad)) in lens.iter().zip(&self.pad).enumerate() {
+                // A row of a contiguous buffer is a contiguous view of the same storage.
+                buffer
+                    .narrow(0, row, 1)?
+                    .slice_set(&packed.narrow(2, start, len)?.contiguous()?, 2, pad)?;
+                start += len;
+            }
+            buffers.push(buffer);
+        }
+        self.v.push(buffers.pop().expect("values"));
+        self.k.push(buffers.pop().expect("keys"));
+        Ok(())
+    }
 }
+
+/// The rows of a batch of `len` that are not `done`, in the order [`KvCache::retain`] keeps
+/// cheaply: a row that stays keeps its slot, and the holes are filled by the last rows.
+pub fn swap_remove_order(len: usize, done: impl Fn(usize) -> bool) -> Vec<usize> {
+    let kept = (0..len).filter(|&r| !done(r)).count();
+    let mut movers = (kept..len).filter(|&r| !done(r));
+    (0..kept)
+        .map(|slot| if done(slot) { movers.next().expect("a row past the kept ones fills each hole") } else { slot })
+        .collect()
+}
+
+/// Columns a full KV cache buffer grows by, at least.
+pub const GROW_COLUMNS: usize = 16;
 
 /// A linear layer of the inference path: the dense weight (shared with the training model,
 /// detached) or a quantized copy (candle's quantized matmul; activations are quantized too).
@@ -682,6 +763,12 @@ impl InferenceModel {
     /// Run the prompts (each non-empty) through the model and return the logits of each
     /// prompt's last token, `[batch, vocab]` (f32), and the cache to continue from.
     pub fn prefill(&self, prompts: &[Vec<u32>]) -> Result<(Tensor, KvCache)> {
+        self.prefill_reserving(prompts, 0)
+    }
+
+    /// [`InferenceModel::prefill`] with room in the cache for `columns` decode steps before
+    /// it has to grow.
+    pub fn prefill_reserving(&self, prompts: &[Vec<u32>], columns: usize) -> Result<(Tensor, KvCache)> {
         if prompts.is_empty() {
             return Err(PolicyError::Input("empty batch".into()));
         }
@@ -695,6 +782,17 @@ impl InferenceModel {
                 self.cfg.max_position
             )));
         }
+        if crate::attention::fused(&self.device, self.embed.dtype()) {
+            self.prefill_packed(prompts, columns)
+        } else {
+            self.prefill_padded(prompts, columns)
+        }
+    }
+
+    /// The prompts left-padded to the longest as one `[batch, t]` batch (the matmul path of
+    /// other dtypes and devices).
+    fn prefill_padded(&self, prompts: &[Vec<u32>], columns: usize) -> Result<(Tensor, KvCache)> {
+        let t = prompts.iter().map(Vec::len).max().unwrap_or(0);
         let b = prompts.len();
         let pad: Vec<usize> = prompts.iter().map(|p| t - p.len()).collect();
         let mut ids = Vec::with_capacity(b * t);
@@ -710,6 +808,7 @@ impl InferenceModel {
         let mut cache = KvCache {
             k: Vec::new(),
             v: Vec::new(),
+            reserve: columns,
             pad,
             next_pos: prompts.iter().map(Vec::len).collect(),
             len: 0,
@@ -759,70 +858,115 @@ impl InferenceModel {
         cache: &mut KvCache,
     ) -> Result<Tensor> {
         let (b, t) = ids.dims2()?;
-        let h = self.cfg.hidden_size;
-        let eps = self.cfg.rms_norm_eps;
-        let mut x = self
-            .embed
-            .index_select(&ids.flatten_all()?, 0)?
-            .reshape((b, t, h))?;
-        let flat_pos = pos.flatten_all()?;
-        let hd = self.cfg.head_dim;
-        // Fused half-split rope: per-row `[b, t, head_dim / 2]` tables.
+        let (mut x, cos, sin) = self.embed_tokens(&ids.flatten_all()?, &pos.flatten_all()?, b, t)?;
+        let (nh, nkv, hd) = (self.cfg.num_heads, self.cfg.num_kv_heads, self.cfg.head_dim);
+        let scale = 1.0 / (hd as f64).sqrt();
+        for (l, layer) in self.layers.iter().enumerate() {
+            let normed = self.norm_of(&x, &layer.input_norm)?;
+            let (q, k, v) = self.project_qkv(layer, &normed, &cos, &sin)?;
+            // Heads are grouped by KV head: query head `g * rep + r` uses KV head `g`.
+            let q = q.reshape((b, nkv, nh / nkv * t, hd))?;
+            let (k, v) = cache.store(l, &k, &v)?;
+            let out = crate::attention::cached_attention(&q, &k, &v, scale, t, &cache.pad)?
+                .reshape((b, nh, t, hd))?;
+            x = self.finish_layer(layer, x, &out)?;
+        }
+        let x = x.narrow(1, t - 1, 1)?.squeeze(1)?.contiguous()?;
+        self.logits(&x)
+    }
+
+    /// The prompts' tokens one after another, no padding (`[1, n, hidden]`): every matrix
+    /// product runs on real tokens only, where a left-padded batch of prompts spread over
+    /// 300-1000 tokens ran each layer on twice as many. Each prompt attends to itself
+    /// ([`crate::attention::packed_causal_attention`]); its keys and values are then put
+    /// into the left-padded cache the decode steps continue from. f32 on the CPU (the
+    /// attention kernel's); [`InferenceModel::prefill_reserving`] picks it.
+    fn prefill_packed(&self, prompts: &[Vec<u32>], columns: usize) -> Result<(Tensor, KvCache)> {
+        let lens: Vec<usize> = prompts.iter().map(Vec::len).collect();
+        let (n, t) = (lens.iter().sum::<usize>(), lens.iter().copied().max().unwrap_or(0));
+        let dev = &self.device;
+        let ids = Tensor::from_vec(prompts.concat(), n, dev)?;
+        let pos: Vec<u32> = lens.iter().flat_map(|&len| 0..len as u32).collect();
+        let pos = Tensor::from_vec(pos, n, dev)?;
+        let (mut x, cos, sin) = self.embed_tokens(&ids, &pos, 1, n)?;
+        let (nh, hd) = (self.cfg.num_heads, self.cfg.head_dim);
+        let scale = 1.0 / (hd as f64).sqrt();
+        let mut cache = KvCache {
+            k: Vec::new(),
+            v: Vec::new(),
+            reserve: columns,
+            pad: lens.iter().map(|&len| t - len).collect(),
+            next_pos: lens.clone(),
+            len: 0,
+        };
+        for layer in &self.layers {
+            let normed = self.norm_of(&x, &layer.input_norm)?;
+            let (q, k, v) = self.project_qkv(layer, &normed, &cos, &sin)?;
+            let k_t = k.transpose(2, 3)?.contiguous()?;
+            let out = crate::attention::packed_causal_attention(&q, &k_t, &v, scale, &lens)?;
+            cache.store_packed(&k, &v, &lens, t)?;
+            x = self.finish_layer(layer, x, &out.reshape((1, nh, n, hd))?)?;
+        }
+        cache.len = t;
+        let last: Vec<u32> = lens
+            .iter()
+            .scan(0, |end, &len| {
+                *end += len;
+                Some(*end as u32 - 1)
+            })
+            .collect();
+        let x = x.squeeze(0)?.index_select(&Tensor::new(last.as_slice(), dev)?, 0)?;
+        Ok((self.logits(&x)?, cache))
+    }
+
+    /// The embeddings of `ids` (`[b * t]`) as `[b, t, hidden]`, and the rope tables of their
+    /// positions `pos` (`[b * t]`) as `[b, t, head_dim / 2]` (the fused half-split rope's).
+    fn embed_tokens(&self, ids: &Tensor, pos: &Tensor, b: usize, t: usize) -> Result<(Tensor, Tensor, Tensor)> {
+        let (h, hd) = (self.cfg.hidden_size, self.cfg.head_dim);
+        let x = self.embed.index_select(ids, 0)?.reshape((b, t, h))?;
         let half = |tab: &Tensor| -> Result<Tensor> {
             Ok(tab
-                .index_select(&flat_pos, 0)?
+                .index_select(pos, 0)?
                 .narrow(1, 0, hd / 2)?
                 .contiguous()?
                 .reshape((b, t, hd / 2))?)
         };
-        let (cos, sin) = (half(&self.cos)?, half(&self.sin)?);
-        let first = cache.k.is_empty();
-        for (l, layer) in self.layers.iter().enumerate() {
-            let normed = candle_nn::ops::rms_norm(&x, &layer.input_norm, eps as f32)?;
-            let past = if first {
-                None
-            } else {
-                Some((&cache.k[l], &cache.v[l]))
-            };
-            let (k_new, v_new, attn) =
-                self.attention_cached(layer, &normed, &cos, &sin, &cache.pad, past)?;
-            if first {
-                cache.k.push(k_new);
-                cache.v.push(v_new);
-            } else {
-                cache.k[l] = k_new;
-                cache.v[l] = v_new;
-            }
-            x = (x + attn)?;
-            let normed = candle_nn::ops::rms_norm(&x, &layer.post_norm, eps as f32)?;
-            let (gate, up) = match fused_forward(layer.gate_up.as_ref(), &normed)? {
-                Some(both) => {
-                    let inter = self.cfg.intermediate_size;
-                    (both.narrow(D::Minus1, 0, inter)?, both.narrow(D::Minus1, inter, inter)?)
-                }
-                None => (layer.gate.forward(&normed)?, layer.up.forward(&normed)?),
-            };
-            let mlp = layer.down.forward(&(gate.silu()? * up)?)?;
-            x = (x + mlp)?;
-        }
-        let x = x.narrow(1, t - 1, 1)?.squeeze(1)?;
-        let x = candle_nn::ops::rms_norm(&x.contiguous()?, &self.norm, eps as f32)?;
+        Ok((x, half(&self.cos)?, half(&self.sin)?))
+    }
+
+    fn norm_of(&self, x: &Tensor, weight: &Tensor) -> Result<Tensor> {
+        Ok(candle_nn::ops::rms_norm(x, weight, self.cfg.rms_norm_eps as f32)?)
+    }
+
+    /// The LM head's logits `[b, vocab]` (f32) of final hidden states `x: [b, hidden]`.
+    fn logits(&self, x: &Tensor) -> Result<Tensor> {
+        let x = self.norm_of(x, &self.norm)?;
         Ok(self.head.forward(&x)?.to_dtype(DType::F32)?)
     }
 
-    /// Returns the layer's full K and V (cache + new) and the attention output `[b, t, hidden]`.
-    fn attention_cached(
-        &self,
-        layer: &InferLayer,
-        x: &Tensor,
-        cos: &Tensor,
-        sin: &Tensor,
-        pads: &[usize],
-        past: Option<(&Tensor, &Tensor)>,
-    ) -> Result<(Tensor, Tensor, Tensor)> {
+    /// The rest of a layer after its attention `attn: [b, heads, t, head_dim]`: the output
+    /// projection and the residual, then the MLP and its residual.
+    fn finish_layer(&self, layer: &InferLayer, x: Tensor, attn: &Tensor) -> Result<Tensor> {
+        let (b, nh, t, hd) = attn.dims4()?;
+        let attn = layer.o.forward(&attn.transpose(1, 2)?.reshape((b, t, nh * hd))?)?;
+        let x = (x + attn)?;
+        let normed = self.norm_of(&x, &layer.post_norm)?;
+        let (gate, up) = match fused_forward(layer.gate_up.as_ref(), &normed)? {
+            Some(both) => {
+                let inter = self.cfg.intermediate_size;
+                (both.narrow(D::Minus1, 0, inter)?, both.narrow(D::Minus1, inter, inter)?)
+            }
+            None => (layer.gate.forward(&normed)?, layer.up.forward(&normed)?),
+        };
+        let mlp = layer.down.forward(&(gate.silu()? * up)?)?;
+        Ok((x + mlp)?)
+    }
+
+    /// The queries `[b, heads, t, head_dim]` and keys `[b, kv_heads, t, head_dim]`, roped,
+    /// and the values `[b, kv_heads, t, head_dim]` of `x: [b, t, hidden]`, each contiguous.
+    fn project_qkv(&self, layer: &InferLayer, x: &Tensor, cos: &Tensor, sin: &Tensor) -> Result<(Tensor, Tensor, Tensor)> {
         let (b, t, _) = x.dims3()?;
         let (nh, nkv, hd) = (self.cfg.num_heads, self.cfg.num_kv_heads, self.cfg.head_dim);
-        let rep = nh / nkv;
         let (q, k, v) = match fused_forward(layer.qkv.as_ref(), x)? {
             Some(all) => (
                 all.narrow(D::Minus1, 0, nh * hd)?.contiguous()?,
@@ -831,37 +975,15 @@ impl InferenceModel {
             ),
             None => (layer.q.forward(x)?, layer.k.forward(x)?, layer.v.forward(x)?),
         };
-        let q = add_bias(q, layer.q_bias.as_ref())?
-            .reshape((b, t, nh, hd))?
-            .transpose(1, 2)?;
-        let k = add_bias(k, layer.k_bias.as_ref())?
-            .reshape((b, t, nkv, hd))?
-            .transpose(1, 2)?;
-        let v = add_bias(v, layer.v_bias.as_ref())?
-            .reshape((b, t, nkv, hd))?
-            .transpose(1, 2)?
-            .contiguous()?;
-        // Heads are grouped by KV head: query head `g * rep + r` uses KV head `g`.
-        let q = candle_nn::rotary_emb::rope(&q.contiguous()?, cos, sin)?.reshape((
-            b,
-            nkv,
-            rep * t,
-            hd,
-        ))?;
-        let k = candle_nn::rotary_emb::rope(&k.contiguous()?, cos, sin)?;
-        let (k, v) = match past {
-            Some((pk, pv)) => (Tensor::cat(&[pk, &k], 2)?, Tensor::cat(&[pv, &v], 2)?),
-            None => (k, v),
+        let heads = |y: Tensor, bias: Option<&Tensor>, n: usize| -> Result<Tensor> {
+            Ok(add_bias(y, bias)?.reshape((b, t, n, hd))?.transpose(1, 2)?.contiguous()?)
         };
-        let scale = 1.0 / (hd as f64).sqrt();
-        let probs = crate::fused::padded_causal_softmax(&q.matmul(&k.t()?)?, scale, t, pads)?;
-        let out = probs
-            .matmul(&v)?
-            .reshape((b, nh, t, hd))?
-            .transpose(1, 2)?
-            .reshape((b, t, nh * hd))?;
-        let out = layer.o.forward(&out)?;
-        Ok((k, v, out))
+        let q = heads(q, layer.q_bias.as_ref(), nh)?;
+        let k = heads(k, layer.k_bias.as_ref(), nkv)?;
+        let v = heads(v, layer.v_bias.as_ref(), nkv)?;
+        let q = candle_nn::rotary_emb::rope(&q, cos, sin)?;
+        let k = candle_nn::rotary_emb::rope(&k, cos, sin)?;
+        Ok((q, k, v))
     }
 }
 
@@ -964,5 +1086,55 @@ mod rand_distr_like {
         let u1: f64 = rng.gen::<f64>().max(f64::MIN_POSITIVE);
         let u2: f64 = rng.gen();
         (-2.0 * u1.ln()).sqrt() * (2.0 * std::f64::consts::PI * u2).cos()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn max_abs_diff(a: &Tensor, b: &Tensor) -> f32 {
+        (a - b).unwrap().abs().unwrap().flatten_all().unwrap().max(0).unwrap().to_scalar().unwrap()
+    }
+
+    #[test]
+    fn swap_remove_order_keeps_rows_in_place_and_fills_holes_from_the_end() {
+        let done = |set: &'static [usize]| move |r: usize| set.contains(&r);
+        assert_eq!(swap_remove_order(5, done(&[1])), vec![0, 4, 2, 3]);
+        assert_eq!(swap_remove_order(5, done(&[0, 3])), vec![4, 1, 2]);
+        assert_eq!(swap_remove_order(4, done(&[2, 3])), vec![0, 1]);
+        assert_eq!(swap_remove_order(3, done(&[])), vec![0, 1, 2]);
+        assert_eq!(swap_remove_order(3, done(&[0, 1, 2])), Vec::<usize>::new());
+    }
+
+    /// The packed prefill (f32 on the CPU) and the left-padded one give the same logits and
+    /// caches that decode the same next steps, also after a row leaves the batch.
+    #[test]
+    fn packed_and_padded_prefill_agree() {
+        let model = Llama::random(LlamaConfig::tiny(), DType::F32, &Device::Cpu, 3).unwrap().inference().unwrap();
+        let prompts: Vec<Vec<u32>> = [5usize, 23, 1, 17]
+            .iter()
+            .enumerate()
+            .map(|(i, &n)| (0..n as u32).map(|j| (j * 7 + i as u32 * 3) % 37).collect())
+            .collect();
+        let (packed_logits, mut packed) = model.prefill_packed(&prompts, 2).unwrap();
+        let (padded_logits, mut padded) = model.prefill_padded(&prompts, 2).unwrap();
+        assert!(max_abs_diff(&packed_logits, &padded_logits) < 1e-5);
+        assert_eq!((packed.pad.clone(), packed.next_pos.clone(), packed.len), (padded.pad.clone(), padded.next_pos.clone(), padded.len));
+        for step in 0..4u32 {
+            if step == 1 {
+                // In place (the last row fills the hole) on one cache, a copy on the other.
+                packed.retain(&[0, 3, 2]).unwrap();
+                padded.retain(&[0, 3, 2]).unwrap();
+            }
+            if step == 2 {
+                packed.retain(&[2, 0]).unwrap();
+                padded.retain(&[2, 0]).unwrap();
+            }
+            let tokens: Vec<u32> = (0..packed.batch_size() as u32).map(|r| (r * 11 + step) % 37).collect();
+            let a = model.decode_step(&tokens, &mut packed).unwrap();
+            let b = model.decode_step(&tokens, &mut padded).unwrap();
+            assert!(max_abs_diff(&a, &b) < 1e-5, "decode step {step}");
+        }
     }
 }

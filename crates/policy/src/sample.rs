@@ -267,7 +267,7 @@ pub fn sample_batch_with(
             })
             .collect();
     }
-    let (mut logits, mut cache) = model.prefill(prompts)?;
+    let (mut logits, mut cache) = model.prefill_reserving(prompts, opts.max_new_tokens)?;
     // `active[j]`: the row index of batch slot `j`.
     let mut active: Vec<usize> = (0..prompts.len()).collect();
     loop {
@@ -277,9 +277,7 @@ pub fn sample_batch_with(
             let len = cache.positions()[slot] + 1;
             next.push(rows[r].step(&table[slot], opts, tok, len, max_len)?);
         }
-        let keep: Vec<usize> = (0..active.len())
-            .filter(|&s| rows[active[s]].done.is_none())
-            .collect();
+        let keep = crate::model::swap_remove_order(active.len(), |s| rows[active[s]].done.is_some());
         if keep.is_empty() {
             break;
         }

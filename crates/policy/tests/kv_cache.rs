@@ -79,15 +79,18 @@ fn check_cached_vs_full(model: &Llama, rows: &[Vec<u32>], split: &[usize]) -> f3
 
 #[test]
 fn tiny_model_cache_matches_full_forward() {
-    let model = Llama::random(LlamaConfig::tiny(), DType::F32, &common::device(), 7).unwrap();
-    let row = |n: usize, k: u32| (0..n as u32).map(|i| (i * 5 + k) % 37).collect::<Vec<_>>();
-    // Batch 1.
-    let d = check_cached_vs_full(&model, &[row(12, 1)], &[4]);
-    assert!(d < 1e-4, "batch 1: {d}");
-    // Batch 3, prompts of different lengths, continuations of different lengths.
-    let rows = vec![row(9, 2), row(20, 3), row(14, 4)];
-    let d = check_cached_vs_full(&model, &rows, &[3, 11, 1]);
-    assert!(d < 1e-4, "batch 3: {d}");
+    {
+        let model = Llama::random(LlamaConfig::tiny(), DType::F32, &common::device(), 7).unwrap();
+        let row = |n: usize, k: u32| (0..n as u32).map(|i| (i * 5 + k) % 37).collect::<Vec<_>>();
+        // Batch 1.
+        let d = check_cached_vs_full(&model, &[row(12, 1)], &[4]);
+        assert!(d < 1e-4, "batch 1: {d}");
+        // Batch 3, prompts of different lengths, continuations of different lengths (past
+        // the cache's first buffers, which then grow).
+        let rows = vec![row(9, 2), row(40, 3), row(14, 4)];
+        let d = check_cached_vs_full(&model, &rows, &[3, 11, 1]);
+        assert!(d < 1e-4, "batch 3: {d}");
+    }
 }
 
 #[test]
