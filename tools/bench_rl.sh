@@ -8,24 +8,27 @@
 #
 # INIT: an SFT checkpoint of the preset (e.g. runs/cpu-l2/rlvmr/sft/final). Without it the
 # preset's cold start and SFT run first (about 6 minutes on a 2-core Zen 5, 20 on an AVX2
-# EPYC) into $BENCH_DIR/init, and later calls reuse it.
+# EPYC) into $BENCH_DIR/init, and later calls reuse it. RLVMR_BIN: another rlvmr binary to
+# time (e.g. one built from an earlier commit), instead of this tree's release build.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BENCH_DIR=${BENCH_DIR:-/tmp/rlvmr-bench-rl}
 mkdir -p "$BENCH_DIR"
-cargo build --release -q -p rlvmr
-bin=target/release/rlvmr
+bin=${RLVMR_BIN:-target/release/rlvmr}
+[ -n "${RLVMR_BIN:-}" ] || cargo build --release -q -p rlvmr
 init=${1:-}
 if [ -z "$init" ]; then
     init=$BENCH_DIR/init/sft/final
     if [ ! -f "$init/rlvmr.toml" ]; then
+        # The preset's cold start and SFT; its RL part cut to one episode and no final evaluation.
         sed -e 's/^iterations = .*/iterations = 1/' -e 's/^tasks_per_iter = .*/tasks_per_iter = 1/' \
-            -e 's/^group_size = .*/group_size = 1/' configs/cpu-l2.toml > "$BENCH_DIR/init.toml"
+            -e 's/^group_size = .*/group_size = 1/' -e 's/^final_eval = .*/final_eval = []/' \
+            configs/cpu-l2.toml > "$BENCH_DIR/init.toml"
         "$bin" train --config "$BENCH_DIR/init.toml" --out "$BENCH_DIR/init" >&2
     fi
 fi
-# One iteration, no evaluation, no KL change from the preset.
-sed -e 's/^iterations = .*/iterations = 1/' -e 's/^eval_every = .*/eval_every = 0/' \
+# One iteration, no evaluation (periodic or final), no KL change from the preset.
+sed -e 's/^iterations = .*/iterations = 1/' -e 's/^eval_every = .*/eval_every = 0/' -e 's/^final_eval = .*/final_eval = []/' \
     configs/cpu-l2.toml > "$BENCH_DIR/bench.toml"
 rm -rf "$BENCH_DIR/run"
 "$bin" train --config "$BENCH_DIR/bench.toml" --init "$init" --out "$BENCH_DIR/run" >&2
