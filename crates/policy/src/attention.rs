@@ -537,7 +537,7 @@ fn exp_normalised(s: &mut [f32], scale: f32) -> f32 {
         *x = *x * scale - m;
     }
     crate::vexp::exp_in_place(s);
-    s.iter().map(|&x| x as f64).sum::<f64>() as f32
+    crate::fused::sum_f64(s.iter().copied())
 }
 
 #[cfg(test)]

@@ -24,7 +24,7 @@ fn slice<'a, T: RawFloat>(s: &'a CpuStorage, l: &Layout, what: &str) -> CResult<
 
 /// A sum accumulated in f64: f32 sums over a vocabulary-sized row lose the small terms (a
 /// token with p near 1 followed by 49k terms below f32's epsilon), which biases log-probs.
-fn sum_f64<T: RawFloat>(xs: impl Iterator<Item = T>) -> T {
+pub(crate) fn sum_f64<T: RawFloat>(xs: impl Iterator<Item = T>) -> T {
     T::from_f64(xs.map(|x| x.to_f64()).sum::<f64>())
 }
 

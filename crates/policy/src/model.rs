@@ -539,8 +539,7 @@ impl KvCache {
     fn store_packed(&mut self, k: &Tensor, v: &Tensor, lens: &[usize], t: usize) -> Result<()> {
         let (_, g, _, d) = k.dims4()?;
         let (b, capacity) = (lens.len(), t + self.reserve);
-        let mut buffers = Vec::with_capacity(2);
-        for packed in [k, v] {
+        let padded = |packed: &Tensor| -> Result<Tensor> {
             let buffer = Tensor::zeros((b, g, capacity, d), packed.dtype(), packed.device())?;
             let mut start = 0;
             for (row, (&len, &pad)) in lens.iter().zip(&self.pad).enumerate() {
@@ -550,10 +549,11 @@ impl KvCache {
                     .slice_set(&packed.narrow(2, start, len)?.contiguous()?, 2, pad)?;
                 start += len;
             }
-            buffers.push(buffer);
-        }
-        self.v.push(buffers.pop().expect("values"));
-        self.k.push(buffers.pop().expect("keys"));
+            Ok(buffer)
+        };
+        let (keys, values) = (padded(k)?, padded(v)?);
+        self.k.push(keys);
+        self.v.push(values);
         Ok(())
     }
 }
