@@ -11,7 +11,7 @@ mod common;
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::OnceLock;
+use std::sync::{Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 
 use policy::chat::{apply_chatml, ChatMessage};
@@ -47,10 +47,24 @@ fn server_python() -> &'static PathBuf {
     })
 }
 
-/// The server process, killed when dropped.
+/// The server process, killed when dropped. It holds the lock that lets one server run at
+/// a time: llama.cpp's worker threads spin while they wait for each other, so two servers
+/// on two cores can starve each other past any timeout (a CI run saw both tests' requests
+/// time out twice over).
 struct LlamaServer {
     child: Child,
     url: String,
+    log_path: PathBuf,
+    _one_at_a_time: MutexGuard<'static, ()>,
+}
+
+impl LlamaServer {
+    /// The end of the server's log, for failure messages.
+    fn log_tail(&self) -> String {
+        let log = std::fs::read_to_string(&self.log_path).unwrap_or_default();
+        let chars: Vec<char> = log.chars().collect();
+        chars[chars.len().saturating_sub(2000)..].iter().collect()
+    }
 }
 
 impl Drop for LlamaServer {
@@ -61,11 +75,16 @@ impl Drop for LlamaServer {
 }
 
 fn start_server(python: &Path, gguf: &Path) -> LlamaServer {
+    static ONE_SERVER: Mutex<()> = Mutex::new(());
+    // A test that failed while holding the lock poisons it; the next one may still run.
+    let one_at_a_time = ONE_SERVER.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    let threads = std::thread::available_parallelism().map_or(2, |n| n.get()).to_string();
     let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     let log_path = std::env::temp_dir().join(format!("rlvmr-llama-server-{port}.log"));
     let log = std::fs::File::create(&log_path).unwrap();
     let child = Command::new(python)
-        .args(["-m", "llama_cpp.server", "--host", "127.0.0.1", "--n_ctx", "4096", "--n_threads", "2"])
+        .args(["-m", "llama_cpp.server", "--host", "127.0.0.1", "--n_ctx", "4096", "--n_threads"])
+        .arg(&threads)
         .arg("--port")
         .arg(port.to_string())
         .arg("--model")
@@ -77,13 +96,13 @@ fn start_server(python: &Path, gguf: &Path) -> LlamaServer {
     let mut server = LlamaServer {
         child,
         url: format!("http://127.0.0.1:{port}/v1"),
+        log_path,
+        _one_at_a_time: one_at_a_time,
     };
     let start = Instant::now();
     loop {
         if let Some(status) = server.child.try_wait().unwrap() {
-            let log = std::fs::read_to_string(&log_path).unwrap_or_default();
-            let tail: String = log.chars().rev().take(2000).collect::<Vec<_>>().into_iter().rev().collect();
-            panic!("the llama.cpp server exited with {status}:\n{tail}");
+            panic!("the llama.cpp server exited with {status}:\n{}", server.log_tail());
         }
         if ureq::get(&format!("{}/models", server.url)).call().is_ok() {
             return server;
@@ -100,7 +119,8 @@ fn options(server: &LlamaServer) -> ServedOptions {
         model: "smollm2".into(),
         api_key_env: "RLVMR_TEST_NO_KEY".into(),
         max_in_flight: 2,
-        timeout: Duration::from_secs(120),
+        // Generous: two requests queue on one server, and CI machines are shared.
+        timeout: Duration::from_secs(300),
         retries: 1,
         backoff: Duration::from_millis(100),
         logprobs: true,
@@ -147,7 +167,13 @@ fn llama_cpp_server_plays_alfworld_with_our_greedy_reply() {
     };
     let evaluation = evaluate(provider.as_ref(), &mut policy, &tasks, "L0", &collector, 0).unwrap();
     let summary = &evaluation.summary;
-    assert_eq!(summary.failed_episodes, 0, "{:?}", evaluation.episodes.iter().map(|e| &e.error).collect::<Vec<_>>());
+    assert_eq!(
+        summary.failed_episodes,
+        0,
+        "{:?}\nserver log:\n{}",
+        evaluation.episodes.iter().map(|e| &e.error).collect::<Vec<_>>(),
+        server.log_tail()
+    );
     let requests = summary.requests.as_ref().unwrap();
     assert_eq!(requests.failed, 0);
     assert!(requests.prompt_tokens > 0 && requests.completion_tokens > 0);
@@ -174,7 +200,12 @@ fn llama_cpp_server_as_a_cold_start_teacher() {
     eprintln!("{report:?}");
     let steps: usize = run.episodes.iter().map(|e| e.steps.len()).sum();
     assert_eq!(report.trajectories, 2);
-    assert_eq!((report.requests.requests, report.requests.failed), (2, 0));
+    assert_eq!(
+        (report.requests.requests, report.requests.failed),
+        (2, 0),
+        "server log:\n{}",
+        server.log_tail()
+    );
     assert_eq!(report.teacher_steps + report.fallback_steps, steps);
     assert!(run.episodes.iter().all(|e| e.won));
 }
