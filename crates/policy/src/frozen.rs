@@ -1,41 +1,80 @@
-//! `x @ W^T` for a frozen weight `W`: a candle custom op whose backward returns only the input
-//! gradient.
+//! Linear layers as single graph nodes: `x @ W^T` for a trained weight ([`trained_linear`]) and
+//! for a frozen one ([`frozen_linear`]).
 //!
-//! candle's `matmul` backward computes the gradient of both operands, even for a detached
-//! weight that no optimizer will ever read; on a LoRA step that is one `[out, in]` matmul per
-//! projection per layer wasted (a third of the backward's work) plus the memory to hold the
-//! results. Here `W` is not an argument of the op at all, only a constant held by it, so the
-//! graph has no edge to it and no gradient for it is ever computed or stored.
+//! Built from candle's ops, `x @ W^T` is a transpose and a matmul, plus two reshapes when `x`
+//! has more than two dimensions, and candle's backward zero-fills and then adds into a fresh
+//! gradient buffer for every node: four activation-sized buffers per projection. As one custom
+//! op it is one node, with the same matmul forward and backward.
+//!
+//! For a frozen weight, candle's `matmul` backward computes the gradient of both operands,
+//! even for a detached weight that no optimizer will ever read; on a LoRA step that is one
+//! `[out, in]` matmul per projection per layer wasted (a third of the backward's work) plus the
+//! memory to hold the results. [`frozen_linear`]'s op does not take `W` as an argument at all,
+//! only holds it as a constant, so the graph has no edge to it and no gradient for it is ever
+//! computed or stored.
 
 use crate::error::{PolicyError, Result};
 use candle_core::backend::BackendStorage;
-use candle_core::{CpuStorage, CudaStorage, CustomOp1, Layout, Shape, Storage, Tensor};
+use candle_core::{CpuStorage, CudaStorage, CustomOp1, CustomOp2, Layout, Shape, Storage, Tensor};
+
+/// `x @ W^T` on raw storages, `x: [rows, in]`, `W: [out, in]`: `W`'s layout transposed, as
+/// `Tensor::matmul(&w.t())` does.
+fn matmul_wt<S: BackendStorage>(
+    x: &S,
+    x_layout: &Layout,
+    weight: &S,
+    weight_layout: &Layout,
+) -> candle_core::Result<(S, Shape)> {
+    let (rows, inner) = x_layout.shape().dims2()?;
+    let (out, w_inner) = weight_layout.shape().dims2()?;
+    if inner != w_inner {
+        return Err(candle_core::Error::Msg(format!(
+            "linear: input has {inner} features, weight expects {w_inner}"
+        )));
+    }
+    let weight_t = weight_layout.transpose(0, 1)?;
+    let y = x.matmul(weight, (1, rows, out, inner), x_layout, &weight_t)?;
+    Ok((y, Shape::from((rows, out))))
+}
+
+/// The trained linear layer's op: arguments `x: [rows, in]` and `W: [out, in]`.
+struct TrainedMatmul;
+
+impl CustomOp2 for TrainedMatmul {
+    fn name(&self) -> &'static str {
+        "linear"
+    }
+
+    fn cpu_fwd(&self, x: &CpuStorage, xl: &Layout, w: &CpuStorage, wl: &Layout) -> candle_core::Result<(CpuStorage, Shape)> {
+        matmul_wt(x, xl, w, wl)
+    }
+
+    fn cuda_fwd(&self, x: &CudaStorage, xl: &Layout, w: &CudaStorage, wl: &Layout) -> candle_core::Result<(CudaStorage, Shape)> {
+        matmul_wt(x, xl, w, wl)
+    }
+
+    /// `dL/dx = dL/dy @ W` and `dL/dW = (dL/dy)^T @ x`.
+    fn bwd(&self, x: &Tensor, w: &Tensor, _y: &Tensor, grad_y: &Tensor) -> candle_core::Result<(Option<Tensor>, Option<Tensor>)> {
+        Ok((Some(grad_y.matmul(w)?), Some(grad_y.t()?.matmul(x)?)))
+    }
+}
+
+/// `x @ w.T` for `x: [rows, in]` and a trained `w: [out, in]`, as one node of the graph (see
+/// the module docs); [`crate::model::linear`] takes inputs of any rank.
+pub fn trained_linear(x: &Tensor, w: &Tensor) -> Result<Tensor> {
+    if x.dtype() != w.dtype() {
+        return Err(PolicyError::Input(format!(
+            "linear: input is {:?}, weight {:?}",
+            x.dtype(),
+            w.dtype()
+        )));
+    }
+    Ok(x.apply_op2(w, TrainedMatmul)?)
+}
 
 /// The op: holds the weight `[out, in]` (detached); its argument is `x: [rows, in]`.
 struct FrozenMatmul {
     weight: Tensor,
-}
-
-impl FrozenMatmul {
-    /// `x @ W^T` on raw storages: `W`'s layout transposed, as `Tensor::matmul(&w.t())` does.
-    fn forward<S: BackendStorage>(
-        &self,
-        x: &S,
-        x_layout: &Layout,
-        weight: &S,
-        weight_layout: &Layout,
-    ) -> candle_core::Result<(S, Shape)> {
-        let (rows, inner) = x_layout.shape().dims2()?;
-        let (out, w_inner) = weight_layout.shape().dims2()?;
-        if inner != w_inner {
-            return Err(candle_core::Error::Msg(format!(
-                "frozen linear: input has {inner} features, weight expects {w_inner}"
-            )));
-        }
-        let weight_t = weight_layout.transpose(0, 1)?;
-        let y = x.matmul(weight, (1, rows, out, inner), x_layout, &weight_t)?;
-        Ok((y, Shape::from((rows, out))))
-    }
 }
 
 fn wrong_device(op: &str) -> candle_core::Error {
@@ -52,7 +91,7 @@ impl CustomOp1 for FrozenMatmul {
     fn cpu_fwd(&self, x: &CpuStorage, layout: &Layout) -> candle_core::Result<(CpuStorage, Shape)> {
         let (storage, w_layout) = self.weight.storage_and_layout();
         match &*storage {
-            Storage::Cpu(w) => self.forward(x, layout, w, w_layout),
+            Storage::Cpu(w) => matmul_wt(x, layout, w, w_layout),
             _ => Err(wrong_device("cpu")),
         }
     }
@@ -64,7 +103,7 @@ impl CustomOp1 for FrozenMatmul {
     ) -> candle_core::Result<(CudaStorage, Shape)> {
         let (storage, w_layout) = self.weight.storage_and_layout();
         match &*storage {
-            Storage::Cuda(w) => self.forward(x, layout, w, w_layout),
+            Storage::Cuda(w) => matmul_wt(x, layout, w, w_layout),
             _ => Err(wrong_device("cuda")),
         }
     }

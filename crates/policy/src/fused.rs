@@ -754,6 +754,380 @@ impl CustomOp3 for TokenScoresGrad {
     }
 }
 
+// ---------------------------------------------------------------------------------------------
+// SwiGLU: silu(gate) * up, the MLP's activation.
+
+/// Elements per task of the elementwise kernels: enough to amortise a task, small enough to
+/// split a layer's activations across the threads.
+const ELEMENTS_PER_TASK: usize = 4096;
+
+/// `silu(gate) * up = gate * sigmoid(gate) * up`, elementwise, for tensors of one shape.
+///
+/// One pass with the vectorised `exp` where the primitive version (negate, exp, add, divide,
+/// multiply) builds five full-size temporaries forward and about a dozen backward; the
+/// backward computes both input gradients in one pass too.
+pub fn swiglu(gate: &Tensor, up: &Tensor) -> Result<Tensor> {
+    if gate.dims() != up.dims() {
+        return Err(crate::error::PolicyError::Input(format!(
+            "swiglu: gate {:?} and up {:?} differ in shape",
+            gate.dims(),
+            up.dims()
+        )));
+    }
+    if !fusable(gate) || gate.dtype() != up.dtype() {
+        return Ok((crate::model::silu(gate)? * up)?);
+    }
+    Ok(gate.contiguous()?.apply_op2(&up.contiguous()?, Swiglu)?)
+}
+
+/// [`swiglu`] of the two halves of the last dimension of `both` (gate first, then up), as the
+/// inference path's stacked gate and up projection gives them. No backward: sampling only.
+pub fn swiglu_halves(both: &Tensor) -> Result<Tensor> {
+    let inter = both.dim(D::Minus1)? / 2;
+    if !fusable(both) {
+        let (gate, up) = (both.narrow(D::Minus1, 0, inter)?, both.narrow(D::Minus1, inter, inter)?);
+        return Ok((gate.silu()? * up)?);
+    }
+    Ok(both.contiguous()?.apply_op1_no_bwd(&SwigluHalves)?)
+}
+
+/// `y = silu(g) * u` over one chunk, `y` also the scratch for `exp(-g)`.
+fn swiglu_into<T: RawFloat>(y: &mut [T], g: &[T], u: &[T]) {
+    let one = T::from_f64(1.0);
+    for (y, &g) in y.iter_mut().zip(g) {
+        *y = T::ZERO - g;
+    }
+    T::exp_in_place(y);
+    for ((y, &g), &u) in y.iter_mut().zip(g).zip(u) {
+        *y = g / (one + *y) * u;
+    }
+}
+
+struct Swiglu;
+
+fn swiglu_fwd<T: RawFloat>(
+    (gs, gl): (&CpuStorage, &Layout),
+    (us, ul): (&CpuStorage, &Layout),
+) -> CResult<(CpuStorage, Shape)> {
+    let g = slice::<T>(gs, gl, "swiglu (gate)")?;
+    let u = slice::<T>(us, ul, "swiglu (up)")?;
+    let mut y = vec![T::ZERO; g.len()];
+    y.par_chunks_mut(ELEMENTS_PER_TASK)
+        .zip(g.par_chunks(ELEMENTS_PER_TASK).zip(u.par_chunks(ELEMENTS_PER_TASK)))
+        .for_each(|(y, (g, u))| swiglu_into(y, g, u));
+    Ok((T::to_cpu_storage_owned(y), gl.shape().clone()))
+}
+
+impl CustomOp2 for Swiglu {
+    fn name(&self) -> &'static str {
+        "policy-swiglu"
+    }
+    fn cpu_fwd(&self, s1: &CpuStorage, l1: &Layout, s2: &CpuStorage, l2: &Layout) -> CResult<(CpuStorage, Shape)> {
+        by_dtype!(s1, swiglu_fwd((s1, l1), (s2, l2)))
+    }
+    fn bwd(&self, gate: &Tensor, up: &Tensor, _y: &Tensor, grad: &Tensor) -> CResult<(Option<Tensor>, Option<Tensor>)> {
+        let both = gate.apply_op3_no_bwd(up, &grad.contiguous()?, &SwigluGrad)?;
+        Ok((Some(both.get(0)?), Some(both.get(1)?)))
+    }
+}
+
+/// The gradients of [`swiglu`] stacked, `[2, ..]`: `d gate = dy * u * s * (1 + g * (1 - s))`
+/// and `d up = dy * g * s`, with `s = sigmoid(g)`.
+struct SwigluGrad;
+
+fn swiglu_grad<T: RawFloat>(
+    (gs, gl): (&CpuStorage, &Layout),
+    (us, ul): (&CpuStorage, &Layout),
+    (dys, dyl): (&CpuStorage, &Layout),
+) -> CResult<(CpuStorage, Shape)> {
+    let g = slice::<T>(gs, gl, "swiglu grad (gate)")?;
+    let u = slice::<T>(us, ul, "swiglu grad (up)")?;
+    let dy = slice::<T>(dys, dyl, "swiglu grad (dy)")?;
+    let n = g.len();
+    let mut out = vec![T::ZERO; 2 * n];
+    let (dg, du) = out.split_at_mut(n);
+    let one = T::from_f64(1.0);
+    dg.par_chunks_mut(ELEMENTS_PER_TASK)
+        .zip(du.par_chunks_mut(ELEMENTS_PER_TASK))
+        .zip(g.par_chunks(ELEMENTS_PER_TASK))
+        .zip(u.par_chunks(ELEMENTS_PER_TASK).zip(dy.par_chunks(ELEMENTS_PER_TASK)))
+        .for_each(|(((dg, du), g), (u, dy))| {
+            // dg first holds exp(-g).
+            for (e, &g) in dg.iter_mut().zip(g) {
+                *e = T::ZERO - g;
+            }
+            T::exp_in_place(dg);
+            for ((((dg, du), &g), &u), &dy) in dg.iter_mut().zip(du.iter_mut()).zip(g).zip(u).zip(dy) {
+                let s = one / (one + *dg);
+                *du = dy * g * s;
+                *dg = dy * u * s * (one + g * (one - s));
+            }
+        });
+    let mut dims = vec![2];
+    dims.extend_from_slice(gl.shape().dims());
+    Ok((T::to_cpu_storage_owned(out), Shape::from(dims)))
+}
+
+impl CustomOp3 for SwigluGrad {
+    fn name(&self) -> &'static str {
+        "policy-swiglu-grad"
+    }
+    fn cpu_fwd(
+        &self,
+        s1: &CpuStorage,
+        l1: &Layout,
+        s2: &CpuStorage,
+        l2: &Layout,
+        s3: &CpuStorage,
+        l3: &Layout,
+    ) -> CResult<(CpuStorage, Shape)> {
+        by_dtype!(s1, swiglu_grad((s1, l1), (s2, l2), (s3, l3)))
+    }
+}
+
+struct SwigluHalves;
+
+fn swiglu_halves_fwd<T: RawFloat>(s: &CpuStorage, l: &Layout) -> CResult<(CpuStorage, Shape)> {
+    let both = slice::<T>(s, l, "swiglu (gate and up)")?;
+    let width = last_dim(l)?;
+    if width % 2 != 0 {
+        candle_core::bail!("swiglu: gate and up of odd width {width}");
+    }
+    let inter = width / 2;
+    let mut y = vec![T::ZERO; both.len() / 2];
+    y.par_chunks_mut(inter)
+        .zip(both.par_chunks(width))
+        .for_each(|(y, row)| swiglu_into(y, &row[..inter], &row[inter..]));
+    let mut dims = l.shape().dims().to_vec();
+    *dims.last_mut().expect("a last dimension") = inter;
+    Ok((T::to_cpu_storage_owned(y), Shape::from(dims)))
+}
+
+impl CustomOp1 for SwigluHalves {
+    fn name(&self) -> &'static str {
+        "policy-swiglu-halves"
+    }
+    fn cpu_fwd(&self, s: &CpuStorage, l: &Layout) -> CResult<(CpuStorage, Shape)> {
+        by_dtype!(s, swiglu_halves_fwd(s, l))
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Attention heads: a projection's [b * t, heads * d] to [b, heads, t, d] and back, roped.
+
+/// The half-split rotary embedding of one head vector at one position (tables `c`, `s` of
+/// that position): for `i < d / 2`, `y[i] = x[i] c[i] - x[i + d/2] s[i]` and
+/// `y[i + d/2] = x[i + d/2] c[i + d/2] + x[i] s[i + d/2]`, as [`crate::model::rope`];
+/// `transpose` applies the transposed rotation (the backward of a linear map).
+fn rotate<T: RawFloat>(y: &mut [T], x: &[T], c: &[T], s: &[T], transpose: bool) {
+    let half = x.len() / 2;
+    let (y1, y2) = y.split_at_mut(half);
+    let (x1, x2) = x.split_at(half);
+    let (c1, c2) = c.split_at(half);
+    let (s1, s2) = s.split_at(half);
+    for i in 0..half {
+        if transpose {
+            y1[i] = x1[i] * c1[i] + x2[i] * s2[i];
+            y2[i] = x2[i] * c2[i] - x1[i] * s1[i];
+        } else {
+            y1[i] = x1[i] * c1[i] - x2[i] * s1[i];
+            y2[i] = x2[i] * c2[i] + x1[i] * s2[i];
+        }
+    }
+}
+
+/// Which way [`Heads`] moves the heads: `Split` takes `[b * t, heads * d]` (position-major,
+/// a projection's output) to `[b, heads, t, d]` (head-major, what attention reads); `Merge`
+/// takes them back.
+#[derive(Clone, Copy, PartialEq)]
+enum Direction {
+    Split,
+    Merge,
+}
+
+/// Moves the heads of a batch of `b` sequences of `t` positions, rotating each head vector
+/// by its position's rope tables when given them (`CustomOp3` with the tables, else
+/// `CustomOp1`). A pure permutation plus a rotation: its backward is the other direction with
+/// the transposed rotation.
+#[derive(Clone, Copy)]
+struct Heads {
+    b: usize,
+    t: usize,
+    heads: usize,
+    /// KV heads of the split output's shape `[b, groups, heads / groups * t, d]` (the query
+    /// heads of each KV head stacked, as [`causal_attention`] takes them).
+    groups: usize,
+    direction: Direction,
+    /// Apply the transposed rotation (a backward pass).
+    transpose: bool,
+}
+
+impl Heads {
+    fn backward(self) -> Self {
+        let direction = match self.direction {
+            Direction::Split => Direction::Merge,
+            Direction::Merge => Direction::Split,
+        };
+        Heads { direction, transpose: !self.transpose, ..self }
+    }
+
+    fn out_shape(&self, d: usize) -> Shape {
+        match self.direction {
+            Direction::Split => Shape::from((self.b, self.groups, self.heads / self.groups * self.t, d)),
+            Direction::Merge => Shape::from((self.b * self.t, self.heads * d)),
+        }
+    }
+
+    fn run<T: RawFloat>(&self, x: &[T], tables: Option<(&[T], &[T])>, d: usize) -> Vec<T> {
+        let (t, heads) = (self.t, self.heads);
+        let mut y = vec![T::ZERO; x.len()];
+        let place = |dst: &mut [T], src: &[T], p: usize| match tables {
+            Some((cos, sin)) => rotate(dst, src, &cos[p * d..][..d], &sin[p * d..][..d], self.transpose),
+            None => dst.copy_from_slice(src),
+        };
+        match self.direction {
+            // One task per (sequence, head): its t head vectors gathered from the rows.
+            Direction::Split => y.par_chunks_mut(t * d).enumerate().for_each(|(block, dst)| {
+                let (i, h) = (block / heads, block % heads);
+                for (p, dst) in dst.chunks_exact_mut(d).enumerate() {
+                    place(dst, &x[((i * t + p) * heads + h) * d..][..d], p);
+                }
+            }),
+            // One task per row (sequence, position): its heads gathered from the blocks.
+            Direction::Merge => y.par_chunks_mut(heads * d).enumerate().for_each(|(row, dst)| {
+                let (i, p) = (row / t, row % t);
+                for (h, dst) in dst.chunks_exact_mut(d).enumerate() {
+                    place(dst, &x[((i * heads + h) * t + p) * d..][..d], p);
+                }
+            }),
+        }
+        y
+    }
+
+    fn fwd<T: RawFloat>(
+        &self,
+        (xs, xl): (&CpuStorage, &Layout),
+        tables: Option<((&CpuStorage, &Layout), (&CpuStorage, &Layout))>,
+    ) -> CResult<(CpuStorage, Shape)> {
+        let x = slice::<T>(xs, xl, "heads (x)")?;
+        let d = last_dim(xl)?;
+        let d = match self.direction {
+            Direction::Split => d / self.heads,
+            Direction::Merge => d,
+        };
+        if x.len() != self.b * self.t * self.heads * d {
+            candle_core::bail!("heads: {:?} is not {} sequences of {} positions and {} heads", xl.shape(), self.b, self.t, self.heads);
+        }
+        let tables = match tables {
+            Some(((cs, cl), (ss, sl))) => Some((slice::<T>(cs, cl, "rope (cos)")?, slice::<T>(ss, sl, "rope (sin)")?)),
+            None => None,
+        };
+        let y = self.run(x, tables, d);
+        Ok((T::to_cpu_storage_owned(y), self.out_shape(d)))
+    }
+}
+
+impl CustomOp1 for Heads {
+    fn name(&self) -> &'static str {
+        "policy-heads"
+    }
+    fn cpu_fwd(&self, s: &CpuStorage, l: &Layout) -> CResult<(CpuStorage, Shape)> {
+        match s {
+            CpuStorage::F32(_) => self.fwd::<f32>((s, l), None),
+            CpuStorage::F64(_) => self.fwd::<f64>((s, l), None),
+            _ => Err(candle_core::Error::Msg("fused op: only f32 and f64 are supported".into())),
+        }
+    }
+    fn bwd(&self, _x: &Tensor, _y: &Tensor, grad: &Tensor) -> CResult<Option<Tensor>> {
+        Ok(Some(grad.contiguous()?.apply_op1_no_bwd(&self.backward())?))
+    }
+}
+
+impl CustomOp3 for Heads {
+    fn name(&self) -> &'static str {
+        "policy-heads-roped"
+    }
+    fn cpu_fwd(
+        &self,
+        s1: &CpuStorage,
+        l1: &Layout,
+        s2: &CpuStorage,
+        l2: &Layout,
+        s3: &CpuStorage,
+        l3: &Layout,
+    ) -> CResult<(CpuStorage, Shape)> {
+        match s1 {
+            CpuStorage::F32(_) => self.fwd::<f32>((s1, l1), Some(((s2, l2), (s3, l3)))),
+            CpuStorage::F64(_) => self.fwd::<f64>((s1, l1), Some(((s2, l2), (s3, l3)))),
+            _ => Err(candle_core::Error::Msg("fused op: only f32 and f64 are supported".into())),
+        }
+    }
+    fn bwd(
+        &self,
+        _x: &Tensor,
+        cos: &Tensor,
+        sin: &Tensor,
+        _y: &Tensor,
+        grad: &Tensor,
+    ) -> CResult<(Option<Tensor>, Option<Tensor>, Option<Tensor>)> {
+        Ok((Some(grad.contiguous()?.apply_op3_no_bwd(cos, sin, &self.backward())?), None, None))
+    }
+}
+
+/// The heads of a projection's output `x: [b * t, heads * d]` (row `i * t + p` holds position
+/// `p` of sequence `i`) as attention reads them, `[b, groups, heads / groups * t, d]` (query
+/// head `g * r + j` is the `j`-th block of `t` rows of group `g`), each head vector roped by its
+/// position when `rope` gives the tables `cos, sin: [t, d]`. One node of the graph where the
+/// primitive version (reshape, transpose, six rope ops, a copying reshape) makes nine.
+pub fn split_heads(x: &Tensor, b: usize, heads: usize, groups: usize, rope: Option<(&Tensor, &Tensor)>) -> Result<Tensor> {
+    let (rows, width) = x.dims2()?;
+    let shape_ok = b > 0 && rows % b == 0 && heads > 0 && width % heads == 0 && groups > 0 && heads % groups == 0;
+    let (t, d) = (rows / b.max(1), width / heads.max(1));
+    let tables_ok = rope.is_none_or(|(c, s)| c.dims() == [t, d] && s.dims() == [t, d] && d % 2 == 0);
+    if !shape_ok || !tables_ok {
+        return Err(crate::error::PolicyError::Input(format!(
+            "split_heads: x {:?} as {b} sequences of {heads} heads in {groups} groups, tables {:?}",
+            x.dims(),
+            rope.map(|(c, s)| (c.dims().to_vec(), s.dims().to_vec()))
+        )));
+    }
+    let tables_fusable = rope.is_none_or(|(c, s)| c.dtype() == x.dtype() && s.dtype() == x.dtype());
+    if !fusable(x) || !tables_fusable {
+        let y = x.reshape((b, t, heads, d))?.transpose(1, 2)?;
+        let y = match rope {
+            Some((cos, sin)) => crate::model::rope(&y, cos, sin)?,
+            None => y,
+        };
+        return Ok(y.reshape((b, groups, heads / groups * t, d))?);
+    }
+    let op = Heads { b, t, heads, groups, direction: Direction::Split, transpose: false };
+    let x = x.contiguous()?;
+    Ok(match rope {
+        Some((cos, sin)) => x.apply_op3(&cos.contiguous()?.detach(), &sin.contiguous()?.detach(), op)?,
+        None => x.apply_op1(op)?,
+    })
+}
+
+/// The inverse layout move of [`split_heads`] without rope: attention's output
+/// `[b, groups, heads / groups * t, d]` back to `[b * t, heads * d]`, the output projection's
+/// input.
+pub fn merge_heads(x: &Tensor, heads: usize) -> Result<Tensor> {
+    let (b, groups, rows, d) = x.dims4()?;
+    let r = heads / groups.max(1);
+    if groups == 0 || heads % groups != 0 || r == 0 || rows % r != 0 {
+        return Err(crate::error::PolicyError::Input(format!(
+            "merge_heads: x {:?} for {heads} heads",
+            x.dims()
+        )));
+    }
+    let t = rows / r;
+    if !fusable(x) {
+        return Ok(x.reshape((b, heads, t, d))?.transpose(1, 2)?.reshape((b * t, heads * d))?);
+    }
+    let op = Heads { b, t, heads, groups, direction: Direction::Merge, transpose: false };
+    Ok(x.contiguous()?.apply_op1(op)?)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -808,6 +1182,68 @@ mod tests {
             assert!(scale > 1e-6, "input {i}: zero gradient");
             assert!(diff < tol, "input {i}: gradients differ by {diff} (scale {scale})");
         }
+    }
+
+    #[test]
+    fn swiglu_matches_primitive_ops_f64() {
+        // Wide enough for several tasks; large gates of both signs saturate the sigmoid.
+        let g = (rand(&[3, 2000], 20) * 20.0).unwrap();
+        let u = rand(&[3, 2000], 21);
+        compare(
+            &[g, u],
+            |t| swiglu(&t[0], &t[1]).unwrap(),
+            |t| (crate::model::silu(&t[0]).unwrap() * &t[1]).unwrap(),
+            1e-12,
+        );
+    }
+
+    #[test]
+    fn swiglu_halves_match_swiglu_in_f32() {
+        let both = rand(&[2, 5, 14], 22).to_dtype(DType::F32).unwrap();
+        let (g, u) = (both.narrow(2, 0, 7).unwrap(), both.narrow(2, 7, 7).unwrap());
+        let want = (crate::model::silu(&g.contiguous().unwrap()).unwrap() * &u).unwrap();
+        let got = swiglu_halves(&both).unwrap();
+        assert_eq!(got.dims(), [2, 5, 7]);
+        let diff = max_abs_diff(&got.to_dtype(DType::F64).unwrap(), &want.to_dtype(DType::F64).unwrap());
+        assert!(diff < 1e-6, "{diff}");
+        assert!(swiglu(&g, &rand(&[2, 5, 6], 1).to_dtype(DType::F32).unwrap()).is_err());
+    }
+
+    /// Heads split (roped or not) and merged against reshape, transpose and the primitive
+    /// rope; tables whose halves differ, so a swapped half would show.
+    #[test]
+    fn heads_split_and_merge_match_primitive_ops_f64() {
+        let (b, t, heads, groups, d) = (2, 5, 4, 2, 8);
+        let x = rand(&[b * t, heads * d], 23);
+        let cos = rand(&[t, d], 24);
+        let sin = rand(&[t, d], 25);
+        let heads_first = |x: &Tensor| x.reshape((b, t, heads, d)).unwrap().transpose(1, 2).unwrap();
+        let stacked = |y: Tensor| y.reshape((b, groups, heads / groups * t, d)).unwrap();
+        compare(
+            &[x.clone()],
+            |v| split_heads(&v[0], b, heads, groups, Some((&cos, &sin))).unwrap(),
+            |v| stacked(crate::model::rope(&heads_first(&v[0]), &cos, &sin).unwrap()),
+            1e-12,
+        );
+        compare(
+            &[x.clone()],
+            |v| split_heads(&v[0], b, heads, groups, None).unwrap(),
+            |v| stacked(heads_first(&v[0])),
+            1e-12,
+        );
+        let y = rand(&[b, groups, heads / groups * t, d], 26);
+        compare(
+            &[y],
+            |v| merge_heads(&v[0], heads).unwrap(),
+            |v| {
+                let y = v[0].reshape((b, heads, t, d)).unwrap().transpose(1, 2).unwrap();
+                y.reshape((b * t, heads * d)).unwrap()
+            },
+            1e-12,
+        );
+        assert!(split_heads(&x, b, heads, groups, Some((&cos.narrow(0, 0, 4).unwrap(), &sin))).is_err());
+        assert!(split_heads(&x, 3, heads, groups, None).is_err());
+        assert!(merge_heads(&rand(&[2, 2, 9, 8], 1), 4).is_err());
     }
 
     #[test]

@@ -1,8 +1,9 @@
 //! A Llama decoder written only with candle ops that have a backward pass.
 //!
-//! Embedding by `index_select`, RMS norm / half-split rope / softmax from primitive ops, GQA by
-//! repeating K/V heads with `cat`, an additive causal mask, a SiLU-gated MLP and an optionally
-//! tied output head. Every weight is a [`Var`], so the model is trainable as is. Weight names
+//! Embedding by `index_select`; RMS norm, half-split rope, causal attention (GQA by stacking
+//! the query heads of each KV head) and the SiLU-gated MLP as the fused ops of
+//! [`crate::fused`], each with its own backward (the primitive-op versions below are their
+//! reference in tests and their fallback off the CPU); an optionally tied output head. Every weight is a [`Var`], so the model is trainable as is. Weight names
 //! and layouts follow the Hugging Face convention (`model.layers.{i}.self_attn.q_proj.weight`,
 //! `[out, in]`, half-split rope); the GGUF loader converts to it.
 //!
@@ -14,7 +15,7 @@
 
 use crate::error::{PolicyError, Result};
 use crate::fused;
-use crate::frozen::frozen_linear;
+use crate::frozen::{frozen_linear, trained_linear};
 use crate::lora::{LoraAdapters, TargetModule};
 use candle_core::quantized::{GgmlDType, QMatMul, QTensor};
 use candle_core::{DType, Device, Module, Tensor, Var, D};
@@ -353,24 +354,23 @@ impl Llama {
                 self.cfg.max_position
             )));
         }
-        let h = self.cfg.hidden_size;
-        let mut x = self
-            .param(&self.embed)
-            .index_select(&ids.flatten_all()?, 0)?
-            .reshape((b, t, h))?;
+        // The residual stream stays `[b * t, hidden]` (row `i * t + p`: position `p` of
+        // sequence `i`), the projections' own layout, so no reshape enters the graph.
+        let mut x = self.param(&self.embed).index_select(&ids.flatten_all()?, 0)?;
         let cos = self.cos.narrow(0, 0, t)?;
         let sin = self.sin.narrow(0, 0, t)?;
-                for (l, layer) in self.layers.iter().enumerate() {
+        for (l, layer) in self.layers.iter().enumerate() {
             let normed = fused::rms_norm(&x, &self.param(&layer.input_norm), self.cfg.rms_norm_eps)?;
-            let attn = self.attention(l, &normed, &cos, &sin)?;
+            let attn = self.attention(l, &normed, b, &cos, &sin)?;
             x = (x + attn)?;
             let normed = fused::rms_norm(&x, &self.param(&layer.post_norm), self.cfg.rms_norm_eps)?;
             let gate = self.proj(l, TargetModule::GateProj, &normed)?;
             let up = self.proj(l, TargetModule::UpProj, &normed)?;
-            let mlp = self.proj(l, TargetModule::DownProj, &(silu(&gate)? * up)?)?;
+            let mlp = self.proj(l, TargetModule::DownProj, &fused::swiglu(&gate, &up)?)?;
             x = (x + mlp)?;
         }
-        fused::rms_norm(&x, &self.param(&self.norm), self.cfg.rms_norm_eps)
+        let normed = fused::rms_norm(&x, &self.param(&self.norm), self.cfg.rms_norm_eps)?;
+        Ok(normed.reshape((b, t, self.cfg.hidden_size))?)
     }
 
     /// A weight other than the seven projections as it enters the graph: detached while a LoRA
@@ -394,38 +394,18 @@ impl Llama {
         add_bias(y, bias.as_ref())
     }
 
-    fn attention(
-        &self,
-        l: usize,
-        x: &Tensor,
-        cos: &Tensor,
-        sin: &Tensor,
-    ) -> Result<Tensor> {
-        let (b, t, _) = x.dims3()?;
+    /// Self-attention of layer `l` over `x: [b * t, hidden]` (`b` sequences), `[b * t, hidden]`.
+    fn attention(&self, l: usize, x: &Tensor, b: usize, cos: &Tensor, sin: &Tensor) -> Result<Tensor> {
         let (nh, nkv, hd) = (self.cfg.num_heads, self.cfg.num_kv_heads, self.cfg.head_dim);
-        let q = self
-            .proj(l, TargetModule::QProj, x)?
-            .reshape((b, t, nh, hd))?
-            .transpose(1, 2)?;
-        let k = self
-            .proj(l, TargetModule::KProj, x)?
-            .reshape((b, t, nkv, hd))?
-            .transpose(1, 2)?;
-        let v = self
-            .proj(l, TargetModule::VProj, x)?
-            .reshape((b, t, nkv, hd))?
-            .transpose(1, 2)?;
-        // GQA without copying K/V per query head: the `rep` query heads of each KV head are
-        // stacked as `rep * t` query rows (head `g * rep + r` uses KV head `g`).
-        let rep = nh / nkv;
-        let q = rope(&q, cos, sin)?.reshape((b, nkv, rep * t, hd))?;
-        let k = rope(&k, cos, sin)?;
+        // GQA without copying K/V per query head: the `nh / nkv` query heads of each KV head
+        // are stacked as rows (head `g * rep + r` uses KV head `g`).
+        let rope = Some((cos, sin));
+        let q = fused::split_heads(&self.proj(l, TargetModule::QProj, x)?, b, nh, nkv, rope)?;
+        let k = fused::split_heads(&self.proj(l, TargetModule::KProj, x)?, b, nkv, nkv, rope)?;
+        let v = fused::split_heads(&self.proj(l, TargetModule::VProj, x)?, b, nkv, nkv, None)?;
         let scale = 1.0 / (hd as f64).sqrt();
-        let out = fused::causal_attention(&q, &k, &v, scale)?
-            .reshape((b, nh, t, hd))?
-            .transpose(1, 2)?
-            .reshape((b, t, nh * hd))?;
-        self.proj(l, TargetModule::OProj, &out)
+        let out = fused::causal_attention(&q, &k, &v, scale)?;
+        self.proj(l, TargetModule::OProj, &fused::merge_heads(&out, nh)?)
     }
 }
 
@@ -951,14 +931,11 @@ impl InferenceModel {
         let attn = layer.o.forward(&attn.transpose(1, 2)?.reshape((b, t, nh * hd))?)?;
         let x = (x + attn)?;
         let normed = self.norm_of(&x, &layer.post_norm)?;
-        let (gate, up) = match fused_forward(layer.gate_up.as_ref(), &normed)? {
-            Some(both) => {
-                let inter = self.cfg.intermediate_size;
-                (both.narrow(D::Minus1, 0, inter)?, both.narrow(D::Minus1, inter, inter)?)
-            }
-            None => (layer.gate.forward(&normed)?, layer.up.forward(&normed)?),
+        let activated = match fused_forward(layer.gate_up.as_ref(), &normed)? {
+            Some(both) => fused::swiglu_halves(&both)?,
+            None => fused::swiglu(&layer.gate.forward(&normed)?, &layer.up.forward(&normed)?)?,
         };
-        let mlp = layer.down.forward(&(gate.silu()? * up)?)?;
+        let mlp = layer.down.forward(&activated)?;
         Ok((x + mlp)?)
     }
 
@@ -993,8 +970,11 @@ pub fn linear(x: &Tensor, w: &Tensor) -> Result<Tensor> {
     let (last, lead) = dims
         .split_last()
         .ok_or_else(|| PolicyError::Input("scalar input to linear".into()))?;
+    if lead.len() == 1 {
+        return trained_linear(x, w);
+    }
     let rows: usize = lead.iter().product();
-    let y = x.reshape((rows, *last))?.matmul(&w.t()?)?;
+    let y = trained_linear(&x.reshape((rows, *last))?, w)?;
     let mut out_shape = lead.to_vec();
     out_shape.push(w.dim(0)?);
     Ok(y.reshape(out_shape)?)

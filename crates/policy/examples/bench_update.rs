@@ -1,0 +1,78 @@
+//! The update's forward and backward on the CPU preset's shapes (configs/cpu-l2.toml's model
+//! made from nothing; micro-batches of 8 step samples of ~290 prompt and ~43 reply tokens),
+//! whole and the attention alone. A benchmark, not a test.
+//!
+//!   cargo run --release -p policy --example bench_update -- [PROMPT_TOKENS] [REPEATS]
+
+use candle_core::{DType, Device, Tensor};
+use policy::logprobs::{reply_token_scores, ResponseBatch};
+use policy::model::{Family, Llama, LlamaConfig};
+use std::time::Instant;
+
+fn time(repeats: usize, mut f: impl FnMut()) -> f64 {
+    f();
+    let mut secs: Vec<f64> = (0..repeats)
+        .map(|_| {
+            let start = Instant::now();
+            f();
+            start.elapsed().as_secs_f64()
+        })
+        .collect();
+    secs.sort_by(f64::total_cmp);
+    secs[repeats / 2]
+}
+
+fn main() {
+    let mut args = std::env::args().skip(1);
+    let prompt: usize = args.next().map_or(290, |a| a.parse().expect("PROMPT_TOKENS"));
+    let repeats: usize = args.next().map_or(5, |a| a.parse().expect("REPEATS"));
+    let cfg = LlamaConfig {
+        family: Family::Llama,
+        vocab_size: 2048,
+        hidden_size: 128,
+        intermediate_size: 384,
+        num_layers: 6,
+        num_heads: 4,
+        num_kv_heads: 2,
+        head_dim: 32,
+        rope_theta: 10_000.0,
+        rms_norm_eps: 1e-5,
+        max_position: 2048,
+        tie_word_embeddings: true,
+    };
+    let model = Llama::random(cfg, DType::F32, &Device::Cpu, 0).expect("model");
+    let rows = 8;
+    let pairs: Vec<(Vec<u32>, Vec<u32>)> = (0..rows)
+        .map(|i| {
+            let p = prompt - 3 + i;
+            let prompt_ids = (0..p).map(|j| ((j * 7 + i) % 2000) as u32 + 1).collect();
+            let reply = (0..43).map(|j| ((j * 13 + i) % 2000) as u32 + 1).collect();
+            (prompt_ids, reply)
+        })
+        .collect();
+    let batch = ResponseBatch::new(&pairs, 0, 2048, DType::F32, &Device::Cpu).expect("batch");
+    let tokens: usize = pairs.iter().map(|(p, r)| p.len() + r.len()).sum();
+    let forward = time(repeats, || {
+        reply_token_scores(&model, &batch).expect("forward");
+    });
+    let step = time(repeats, || {
+        let scores = reply_token_scores(&model, &batch).expect("forward");
+        let loss = scores.logprobs.sum_all().expect("sum");
+        loss.backward().expect("backward");
+    });
+    println!("{rows} rows, {tokens} tokens: forward {:.1} ms ({:.0} tokens/s), forward + backward {:.1} ms ({:.0} tokens/s)",
+        forward * 1e3, tokens as f64 / forward, step * 1e3, tokens as f64 / step);
+    // One layer's attention, forward and backward, on the same rows.
+    let t = prompt + 43 + 4;
+    let var = |shape: &[usize], seed: u64| {
+        candle_core::Var::from_tensor(&Tensor::randn_like(&Tensor::zeros(shape, DType::F32, &Device::Cpu).unwrap(), 0.0, 1.0).unwrap().affine(1.0, seed as f64 * 0.0).unwrap()).unwrap()
+    };
+    let q = var(&[rows, 2, 2 * t, 32], 1);
+    let k = var(&[rows, 2, t, 32], 2);
+    let v = var(&[rows, 2, t, 32], 3);
+    let attn = time(repeats, || {
+        let out = policy::fused::causal_attention(q.as_tensor(), k.as_tensor(), v.as_tensor(), 0.17).expect("attention");
+        out.sum_all().unwrap().backward().unwrap();
+    });
+    println!("one layer's attention forward + backward: {:.1} ms (x{} layers = {:.0} ms)", attn * 1e3, 6, attn * 6e3);
+}
