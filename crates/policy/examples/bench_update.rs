@@ -2,7 +2,8 @@
 //! made from nothing; micro-batches of 8 step samples of ~290 prompt and ~43 reply tokens),
 //! whole and the attention alone. A benchmark, not a test.
 //!
-//!   cargo run --release -p policy --example bench_update -- [PROMPT_TOKENS] [REPEATS]
+//!   cargo build --release --workspace --example bench_update
+//!   target/release/examples/bench_update [PROMPT_TOKENS] [REPEATS] [ROWS]
 
 use candle_core::{DType, Device, Tensor};
 use policy::logprobs::{reply_token_scores, ResponseBatch};
@@ -41,7 +42,7 @@ fn main() {
         tie_word_embeddings: true,
     };
     let model = Llama::random(cfg, DType::F32, &Device::Cpu, 0).expect("model");
-    let rows = 8;
+    let rows: usize = args.next().map_or(8, |a| a.parse().expect("ROWS"));
     let pairs: Vec<(Vec<u32>, Vec<u32>)> = (0..rows)
         .map(|i| {
             let p = prompt - 3 + i;
@@ -75,4 +76,12 @@ fn main() {
         out.sum_all().unwrap().backward().unwrap();
     });
     println!("one layer's attention forward + backward: {:.1} ms (x{} layers = {:.0} ms)", attn * 1e3, 6, attn * 6e3);
+    let rowwise = time(repeats, || {
+        for i in 0..rows {
+            let (q, k, v) = (q.narrow(0, i, 1).unwrap(), k.narrow(0, i, 1).unwrap(), v.narrow(0, i, 1).unwrap());
+            let out = policy::fused::causal_attention(&q, &k, &v, 0.17).expect("attention");
+            out.sum_all().unwrap().backward().unwrap();
+        }
+    });
+    println!("row by row: {:.1} ms", rowwise * 1e3);
 }
