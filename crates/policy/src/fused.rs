@@ -44,6 +44,30 @@ macro_rules! by_dtype {
     };
 }
 
+/// Implements a forward-only `CustomOp3` for `$op`: the closure-like call runs for the first
+/// storage's float type `T`, with each input as a `(storage, layout)` pair and the op itself.
+macro_rules! forward_op3 {
+    ($op:ty, $name:literal, |$me:ident, $a:ident, $b:ident, $c:ident| $f:ident($($arg:expr),*)) => {
+        impl CustomOp3 for $op {
+            fn name(&self) -> &'static str {
+                $name
+            }
+            fn cpu_fwd(
+                &self,
+                s1: &CpuStorage,
+                l1: &Layout,
+                s2: &CpuStorage,
+                l2: &Layout,
+                s3: &CpuStorage,
+                l3: &Layout,
+            ) -> CResult<(CpuStorage, Shape)> {
+                let ($me, $a, $b, $c) = (self, (s1, l1), (s2, l2), (s3, l3));
+                by_dtype!(s1, $f($($arg),*))
+            }
+        }
+    };
+}
+
 fn last_dim(l: &Layout) -> CResult<usize> {
     l.shape()
         .dims()
@@ -448,22 +472,7 @@ fn rms_norm_grad_x<T: RawFloat>(
     Ok((T::to_cpu_storage_owned(dx), xl.shape().clone()))
 }
 
-impl CustomOp3 for RmsNormGradX {
-    fn name(&self) -> &'static str {
-        "policy-rms-norm-grad-x"
-    }
-    fn cpu_fwd(
-        &self,
-        s1: &CpuStorage,
-        l1: &Layout,
-        s2: &CpuStorage,
-        l2: &Layout,
-        s3: &CpuStorage,
-        l3: &Layout,
-    ) -> CResult<(CpuStorage, Shape)> {
-        by_dtype!(s1, rms_norm_grad_x((s1, l1), (s2, l2), (s3, l3), self.eps))
-    }
-}
+forward_op3!(RmsNormGradX, "policy-rms-norm-grad-x", |op, x, w, g| rms_norm_grad_x(x, w, g, op.eps));
 
 /// `dw = sum over rows of g * x * r`.
 struct RmsNormGradW {
@@ -737,22 +746,7 @@ fn token_scores_grad<T: RawFloat>(
     Ok((T::to_cpu_storage_owned(dz), zl.shape().clone()))
 }
 
-impl CustomOp3 for TokenScoresGrad {
-    fn name(&self) -> &'static str {
-        "policy-token-scores-grad"
-    }
-    fn cpu_fwd(
-        &self,
-        s1: &CpuStorage,
-        l1: &Layout,
-        s2: &CpuStorage,
-        l2: &Layout,
-        s3: &CpuStorage,
-        l3: &Layout,
-    ) -> CResult<(CpuStorage, Shape)> {
-        by_dtype!(s1, token_scores_grad((s1, l1), (s2, l2), (s3, l3)))
-    }
-}
+forward_op3!(TokenScoresGrad, "policy-token-scores-grad", |_op, z, targets, g| token_scores_grad(z, targets, g));
 
 // ---------------------------------------------------------------------------------------------
 // SwiGLU: silu(gate) * up, the MLP's activation.
@@ -868,22 +862,7 @@ fn swiglu_grad<T: RawFloat>(
     Ok((T::to_cpu_storage_owned(out), Shape::from(dims)))
 }
 
-impl CustomOp3 for SwigluGrad {
-    fn name(&self) -> &'static str {
-        "policy-swiglu-grad"
-    }
-    fn cpu_fwd(
-        &self,
-        s1: &CpuStorage,
-        l1: &Layout,
-        s2: &CpuStorage,
-        l2: &Layout,
-        s3: &CpuStorage,
-        l3: &Layout,
-    ) -> CResult<(CpuStorage, Shape)> {
-        by_dtype!(s1, swiglu_grad((s1, l1), (s2, l2), (s3, l3)))
-    }
-}
+forward_op3!(SwigluGrad, "policy-swiglu-grad", |_op, gate, up, dy| swiglu_grad(gate, up, dy));
 
 struct SwigluHalves;
 
@@ -1003,28 +982,29 @@ impl Heads {
         }
         y
     }
+}
 
-    fn fwd<T: RawFloat>(
-        &self,
-        (xs, xl): (&CpuStorage, &Layout),
-        tables: Option<((&CpuStorage, &Layout), (&CpuStorage, &Layout))>,
-    ) -> CResult<(CpuStorage, Shape)> {
-        let x = slice::<T>(xs, xl, "heads (x)")?;
-        let d = last_dim(xl)?;
-        let d = match self.direction {
-            Direction::Split => d / self.heads,
-            Direction::Merge => d,
-        };
-        if x.len() != self.b * self.t * self.heads * d {
-            candle_core::bail!("heads: {:?} is not {} sequences of {} positions and {} heads", xl.shape(), self.b, self.t, self.heads);
-        }
-        let tables = match tables {
-            Some(((cs, cl), (ss, sl))) => Some((slice::<T>(cs, cl, "rope (cos)")?, slice::<T>(ss, sl, "rope (sin)")?)),
-            None => None,
-        };
-        let y = self.run(x, tables, d);
-        Ok((T::to_cpu_storage_owned(y), self.out_shape(d)))
+/// [`Heads`]' forward for the float type `T`, the rope tables when it rotates.
+fn heads_fwd<T: RawFloat>(
+    op: &Heads,
+    (xs, xl): (&CpuStorage, &Layout),
+    tables: Option<((&CpuStorage, &Layout), (&CpuStorage, &Layout))>,
+) -> CResult<(CpuStorage, Shape)> {
+    let x = slice::<T>(xs, xl, "heads (x)")?;
+    let d = last_dim(xl)?;
+    let d = match op.direction {
+        Direction::Split => d / op.heads,
+        Direction::Merge => d,
+    };
+    if x.len() != op.b * op.t * op.heads * d {
+        candle_core::bail!("heads: {:?} is not {} sequences of {} positions and {} heads", xl.shape(), op.b, op.t, op.heads);
     }
+    let tables = match tables {
+        Some(((cs, cl), (ss, sl))) => Some((slice::<T>(cs, cl, "rope (cos)")?, slice::<T>(ss, sl, "rope (sin)")?)),
+        None => None,
+    };
+    let y = op.run(x, tables, d);
+    Ok((T::to_cpu_storage_owned(y), op.out_shape(d)))
 }
 
 impl CustomOp1 for Heads {
@@ -1032,11 +1012,7 @@ impl CustomOp1 for Heads {
         "policy-heads"
     }
     fn cpu_fwd(&self, s: &CpuStorage, l: &Layout) -> CResult<(CpuStorage, Shape)> {
-        match s {
-            CpuStorage::F32(_) => self.fwd::<f32>((s, l), None),
-            CpuStorage::F64(_) => self.fwd::<f64>((s, l), None),
-            _ => Err(candle_core::Error::Msg("fused op: only f32 and f64 are supported".into())),
-        }
+        by_dtype!(s, heads_fwd(self, (s, l), None))
     }
     fn bwd(&self, _x: &Tensor, _y: &Tensor, grad: &Tensor) -> CResult<Option<Tensor>> {
         Ok(Some(grad.contiguous()?.apply_op1_no_bwd(&self.backward())?))
@@ -1056,11 +1032,7 @@ impl CustomOp3 for Heads {
         s3: &CpuStorage,
         l3: &Layout,
     ) -> CResult<(CpuStorage, Shape)> {
-        match s1 {
-            CpuStorage::F32(_) => self.fwd::<f32>((s1, l1), Some(((s2, l2), (s3, l3)))),
-            CpuStorage::F64(_) => self.fwd::<f64>((s1, l1), Some(((s2, l2), (s3, l3)))),
-            _ => Err(candle_core::Error::Msg("fused op: only f32 and f64 are supported".into())),
-        }
+        by_dtype!(s1, heads_fwd(self, (s1, l1), Some(((s2, l2), (s3, l3)))))
     }
     fn bwd(
         &self,
