@@ -15,7 +15,7 @@
 //! CPU; other dtypes and devices take the matmul path. No backward: sampling only.
 
 use crate::error::{PolicyError, Result};
-use crate::fused::visible_keys;
+use crate::fused::{slice, visible_keys};
 use candle_core::{CpuStorage, CustomOp3, DType, Device, Layout, Shape, Tensor};
 use rayon::prelude::*;
 
@@ -104,14 +104,6 @@ pub fn packed_matmul_attention(q: &Tensor, k_t: &Tensor, v: &Tensor, scale: f64,
     Ok(Tensor::cat(&outs, 2)?)
 }
 
-/// The elements of a contiguous f32 input of a custom op.
-fn contiguous_f32<'a>(s: &'a CpuStorage, l: &Layout) -> candle_core::Result<&'a [f32]> {
-    let (start, end) = l
-        .contiguous_offsets()
-        .ok_or_else(|| candle_core::Error::Msg("attention: input is not contiguous".into()))?;
-    Ok(&s.as_slice::<f32>()?[start..end])
-}
-
 struct PackedAttention {
     scale: f32,
     lens: Vec<usize>,
@@ -130,7 +122,7 @@ impl CustomOp3 for PackedAttention {
         vs: &CpuStorage,
         vl: &Layout,
     ) -> candle_core::Result<(CpuStorage, Shape)> {
-        let (q, k_t, v) = (contiguous_f32(qs, ql)?, contiguous_f32(ks, kl)?, contiguous_f32(vs, vl)?);
+        let (q, k_t, v) = (slice::<f32>(qs, ql, "attention (q)")?, slice::<f32>(ks, kl, "attention (k)")?, slice::<f32>(vs, vl, "attention (v)")?);
         let dims = ql.shape().dims();
         let (heads, n, d) = (dims[1], dims[2], dims[3]);
         let per_kv = heads / kl.shape().dims()[1];
@@ -228,7 +220,7 @@ impl CustomOp3 for CachedAttention {
         vs: &CpuStorage,
         vl: &Layout,
     ) -> candle_core::Result<(CpuStorage, Shape)> {
-        let q = contiguous_f32(qs, ql)?;
+        let q = slice::<f32>(qs, ql, "attention (q)")?;
         let (k, v) = (ks.as_slice::<f32>()?, vs.as_slice::<f32>()?);
         let dims = ql.shape().dims();
         let (g, rows, d) = (dims[1], dims[2], dims[3]);

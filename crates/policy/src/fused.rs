@@ -15,7 +15,7 @@ use rayon::prelude::*;
 type CResult<T> = candle_core::Result<T>;
 
 /// The contiguous element slice of a custom op's input.
-fn slice<'a, T: RawFloat>(s: &'a CpuStorage, l: &Layout, what: &str) -> CResult<&'a [T]> {
+pub(crate) fn slice<'a, T: RawFloat>(s: &'a CpuStorage, l: &Layout, what: &str) -> CResult<&'a [T]> {
     let (start, end) = l
         .contiguous_offsets()
         .ok_or_else(|| candle_core::Error::Msg(format!("{what}: input is not contiguous")))?;

@@ -3,9 +3,10 @@
 //! Embedding by `index_select`; RMS norm, half-split rope, causal attention (GQA by stacking
 //! the query heads of each KV head) and the SiLU-gated MLP as the fused ops of
 //! [`crate::fused`], each with its own backward (the primitive-op versions below are their
-//! reference in tests and their fallback off the CPU); an optionally tied output head. Every weight is a [`Var`], so the model is trainable as is. Weight names
-//! and layouts follow the Hugging Face convention (`model.layers.{i}.self_attn.q_proj.weight`,
-//! `[out, in]`, half-split rope); the GGUF loader converts to it.
+//! reference in tests and their fallback off the CPU); an optionally tied output head. Every
+//! weight is a [`Var`], so the model is trainable as is. Weight names and layouts follow the
+//! Hugging Face convention (`model.layers.{i}.self_attn.q_proj.weight`, `[out, in]`,
+//! half-split rope); the GGUF loader converts to it.
 //!
 //! The same decoder serves the Qwen2 family ([`Family::Qwen2`]): Qwen2 differs from Llama only
 //! by biases on the q/k/v projections (trainable, `...q_proj.bias` etc.). Qwen2's sliding-window
