@@ -24,6 +24,12 @@ fn time(repeats: usize, mut f: impl FnMut()) -> f64 {
 }
 
 fn main() {
+    // As the rlvmr binary runs: freed memory kept for reuse, and the thread count set once.
+    policy::malloc::keep_freed_memory();
+    if std::env::var_os("RAYON_NUM_THREADS").is_none() {
+        let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+        std::env::set_var("RAYON_NUM_THREADS", threads.to_string());
+    }
     let mut args = std::env::args().skip(1);
     let prompt: usize = args.next().map_or(290, |a| a.parse().expect("PROMPT_TOKENS"));
     let repeats: usize = args.next().map_or(5, |a| a.parse().expect("REPEATS"));

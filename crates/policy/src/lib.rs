@@ -18,12 +18,14 @@ pub mod gguf;
 pub mod hf;
 pub mod logprobs;
 pub mod lora;
+pub mod malloc;
 pub mod model;
 pub mod optim;
 pub mod ppo;
 mod raw;
 pub mod sample;
 pub mod scratch;
+pub mod skinny;
 pub mod tokenizer;
 pub mod vexp;
 

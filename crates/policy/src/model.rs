@@ -18,6 +18,7 @@ use crate::error::{PolicyError, Result};
 use crate::fused;
 use crate::frozen::{frozen_linear, trained_linear};
 use crate::lora::{LoraAdapters, TargetModule};
+use crate::skinny::{self, SkinnyWeight};
 use candle_core::quantized::{GgmlDType, QMatMul, QTensor};
 use candle_core::{DType, Device, Module, Tensor, Var, D};
 use rand::SeedableRng;
@@ -555,7 +556,9 @@ pub const GROW_COLUMNS: usize = 16;
 /// A linear layer of the inference path: the dense weight (shared with the training model,
 /// detached) or a quantized copy (candle's quantized matmul; activations are quantized too).
 enum Lin {
-    Dense(Tensor),
+    /// The weight, and its transposed copy for decode steps where it applies
+    /// ([`crate::skinny`]: small f32 weights on the CPU).
+    Dense(Tensor, Option<SkinnyWeight>),
     /// Quantized copy, used for decode steps (few rows); the dense weight for prefill, where
     /// the dense matmul is faster.
     Quant(QMatMul, Tensor),
@@ -576,11 +579,21 @@ pub fn quant_dtype(name: &str) -> Result<GgmlDType> {
 /// Row counts up to this use the quantized matmul.
 const QUANT_MAX_ROWS: usize = 16;
 
+/// The rows of `x: [.., in]`.
+fn rows_of(x: &Tensor) -> Result<usize> {
+    Ok(x.elem_count() / x.dim(D::Minus1)?)
+}
+
 impl Lin {
-    fn new(w: &Var, quant: Option<GgmlDType>) -> Result<Self> {
+    /// The layer of `w`: dense (with a transposed copy for decode steps when `skinny`), or
+    /// quantized to `quant`.
+    fn new(w: &Var, quant: Option<GgmlDType>, skinny: bool) -> Result<Self> {
         let w = w.as_tensor().detach();
         Ok(match quant {
-            None => Lin::Dense(w),
+            None => {
+                let skinny = if skinny { SkinnyWeight::new(&w)? } else { None };
+                Lin::Dense(w, skinny)
+            }
             Some(dt) => {
                 let q = QTensor::quantize(&w.to_dtype(DType::F32)?, dt)?;
                 Lin::Quant(QMatMul::from_qtensor(q)?, w)
@@ -589,15 +602,27 @@ impl Lin {
     }
     fn forward(&self, x: &Tensor) -> Result<Tensor> {
         match self {
-            Lin::Dense(w) => linear(x, w),
-            Lin::Quant(_, w) if x.elem_count() / x.dim(D::Minus1)? > QUANT_MAX_ROWS => linear(x, w),
-            Lin::Quant(q, _) => {
-                let dt = x.dtype();
-                Ok(q.forward(&x.to_dtype(DType::F32)?.contiguous()?)?
-                    .to_dtype(dt)?)
-            }
+            Lin::Dense(_, Some(skinny)) if rows_of(x)? <= skinny::MAX_ROWS => skinny_forward(skinny, x),
+            Lin::Dense(w, _) => linear(x, w),
+            Lin::Quant(_, w) if rows_of(x)? > QUANT_MAX_ROWS => linear(x, w),
+            Lin::Quant(q, _) => quant_forward(q, x),
         }
     }
+}
+
+/// [`SkinnyWeight::forward`] on `x: [.., in]`.
+fn skinny_forward(skinny: &SkinnyWeight, x: &Tensor) -> Result<Tensor> {
+    let (lead, inner) = x.dims().split_at(x.rank() - 1);
+    let y = skinny.forward(&x.reshape((lead.iter().product::<usize>(), inner[0]))?)?;
+    let mut shape = lead.to_vec();
+    shape.push(y.dim(1)?);
+    Ok(y.reshape(shape)?)
+}
+
+/// The quantized matmul on `x` (in f32, back in `x`'s dtype).
+fn quant_forward(q: &QMatMul, x: &Tensor) -> Result<Tensor> {
+    let dt = x.dtype();
+    Ok(q.forward(&x.to_dtype(DType::F32)?.contiguous()?)?.to_dtype(dt)?)
 }
 
 struct InferLayer {
@@ -614,34 +639,39 @@ struct InferLayer {
     gate: Lin,
     up: Lin,
     down: Lin,
-    /// Quantized copies only: q, k and v stacked into one matrix, and gate and up, so that a
-    /// decode step runs 2 quantized matmuls where it ran 5 (each one quantizes the
-    /// activations again and synchronises candle's thread pool).
-    qkv: Option<QMatMul>,
-    gate_up: Option<QMatMul>,
+    /// For decode steps: q, k and v stacked into one matrix, and gate and up, so that a decode
+    /// step runs 2 matmuls where it ran 5 (each one a pass of the thread pool, and for a
+    /// quantized copy one more quantization of the activations).
+    qkv: Option<Stacked>,
+    gate_up: Option<Stacked>,
 }
 
-/// The rows of `parts` (`[out_i, in]` weights) stacked and quantized to `dtype`.
-fn stacked_quant(parts: &[&Var], dtype: GgmlDType) -> Result<QMatMul> {
-    let tensors: Vec<Tensor> = parts
-        .iter()
-        .map(|w| w.as_tensor().detach().to_dtype(DType::F32))
-        .collect::<candle_core::Result<_>>()?;
-    let stacked = Tensor::cat(&tensors, 0)?;
-    Ok(QMatMul::from_qtensor(QTensor::quantize(&stacked, dtype)?)?)
+/// Weights stacked by rows for decode steps: quantized, or transposed ([`SkinnyWeight`]).
+enum Stacked {
+    Quant(QMatMul),
+    Skinny(SkinnyWeight),
 }
 
-/// `x @ w.T` with a fused quantized matrix for a few rows (decode), or `None` when `x` has
-/// more rows than [`QUANT_MAX_ROWS`] or there is no fused matrix.
-fn fused_forward(fused: Option<&QMatMul>, x: &Tensor) -> Result<Option<Tensor>> {
-    match fused {
-        Some(q) if x.elem_count() / x.dim(D::Minus1)? <= QUANT_MAX_ROWS => {
-            let dt = x.dtype();
-            Ok(Some(
-                q.forward(&x.to_dtype(DType::F32)?.contiguous()?)?
-                    .to_dtype(dt)?,
-            ))
-        }
+impl Stacked {
+    /// The rows of `parts` (`[out_i, in]` weights) stacked: quantized to `quant`, else a
+    /// transposed copy where [`SkinnyWeight`] applies (else `None`).
+    fn new(parts: &[&Var], quant: Option<GgmlDType>) -> Result<Option<Self>> {
+        let tensors: Vec<Tensor> = parts.iter().map(|w| w.as_tensor().detach()).collect();
+        let stacked = Tensor::cat(&tensors, 0)?;
+        Ok(match quant {
+            Some(dtype) => Some(Stacked::Quant(QMatMul::from_qtensor(QTensor::quantize(&stacked.to_dtype(DType::F32)?, dtype)?)?)),
+            None => SkinnyWeight::new(&stacked)?.map(Stacked::Skinny),
+        })
+    }
+}
+
+/// `x @ w.T` with a stacked matrix for a few rows (decode), or `None` when `x` has more rows
+/// than the stacked kind serves or there is no stacked matrix.
+fn stacked_forward(stacked: Option<&Stacked>, x: &Tensor) -> Result<Option<Tensor>> {
+    let rows = rows_of(x)?;
+    match stacked {
+        Some(Stacked::Quant(q)) if rows <= QUANT_MAX_ROWS => Ok(Some(quant_forward(q, x)?)),
+        Some(Stacked::Skinny(w)) if rows <= skinny::MAX_ROWS => Ok(Some(skinny_forward(w, x)?)),
         _ => Ok(None),
     }
 }
@@ -688,25 +718,22 @@ impl Llama {
             .map(|l| {
                 Ok(InferLayer {
                     input_norm: l.input_norm.as_tensor().detach(),
-                    // With a quantized copy these serve prefill only (dense); decode steps
-                    // use the stacked `qkv` / `gate_up`.
-                    q: Lin::new(&l.q, None)?,
-                    k: Lin::new(&l.k, None)?,
-                    v: Lin::new(&l.v, None)?,
+                    // With a stacked copy (quantized, or transposed for a model of small
+                    // matrices) these serve prefill only (dense); decode steps use the
+                    // stacked `qkv` / `gate_up`.
+                    q: Lin::new(&l.q, None, false)?,
+                    k: Lin::new(&l.k, None, false)?,
+                    v: Lin::new(&l.v, None, false)?,
                     q_bias: l.q_bias.as_ref().map(|b| b.as_tensor().detach()),
                     k_bias: l.k_bias.as_ref().map(|b| b.as_tensor().detach()),
                     v_bias: l.v_bias.as_ref().map(|b| b.as_tensor().detach()),
-                    o: Lin::new(&l.o, quant)?,
+                    o: Lin::new(&l.o, quant, true)?,
                     post_norm: l.post_norm.as_tensor().detach(),
-                    gate: Lin::new(&l.gate, None)?,
-                    up: Lin::new(&l.up, None)?,
-                    down: Lin::new(&l.down, quant)?,
-                    qkv: quant
-                        .map(|dt| stacked_quant(&[&l.q, &l.k, &l.v], dt))
-                        .transpose()?,
-                    gate_up: quant
-                        .map(|dt| stacked_quant(&[&l.gate, &l.up], dt))
-                        .transpose()?,
+                    gate: Lin::new(&l.gate, None, false)?,
+                    up: Lin::new(&l.up, None, false)?,
+                    down: Lin::new(&l.down, quant, true)?,
+                    qkv: Stacked::new(&[&l.q, &l.k, &l.v], quant)?,
+                    gate_up: Stacked::new(&[&l.gate, &l.up], quant)?,
                 })
             })
             .collect::<Result<Vec<_>>>()?;
@@ -715,7 +742,7 @@ impl Llama {
             embed: self.embed.as_tensor().detach(),
             layers,
             norm: self.norm.as_tensor().detach(),
-            head: Lin::new(self.lm_head.as_ref().unwrap_or(&self.embed), quant)?,
+            head: Lin::new(self.lm_head.as_ref().unwrap_or(&self.embed), quant, true)?,
             cos: self.cos.clone(),
             sin: self.sin.clone(),
             device: self.device.clone(),
@@ -932,7 +959,7 @@ impl InferenceModel {
         let attn = layer.o.forward(&attn.transpose(1, 2)?.reshape((b, t, nh * hd))?)?;
         let x = (x + attn)?;
         let normed = self.norm_of(&x, &layer.post_norm)?;
-        let activated = match fused_forward(layer.gate_up.as_ref(), &normed)? {
+        let activated = match stacked_forward(layer.gate_up.as_ref(), &normed)? {
             Some(both) => fused::swiglu_halves(&both)?,
             None => fused::swiglu(&layer.gate.forward(&normed)?, &layer.up.forward(&normed)?)?,
         };
@@ -945,7 +972,7 @@ impl InferenceModel {
     fn project_qkv(&self, layer: &InferLayer, x: &Tensor, cos: &Tensor, sin: &Tensor) -> Result<(Tensor, Tensor, Tensor)> {
         let (b, t, _) = x.dims3()?;
         let (nh, nkv, hd) = (self.cfg.num_heads, self.cfg.num_kv_heads, self.cfg.head_dim);
-        let (q, k, v) = match fused_forward(layer.qkv.as_ref(), x)? {
+        let (q, k, v) = match stacked_forward(layer.qkv.as_ref(), x)? {
             Some(all) => (
                 all.narrow(D::Minus1, 0, nh * hd)?.contiguous()?,
                 all.narrow(D::Minus1, nh * hd, nkv * hd)?.contiguous()?,

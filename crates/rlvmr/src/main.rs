@@ -20,7 +20,6 @@ mod report_cmd;
 mod jsonl;
 mod score;
 mod sciworld_cmd;
-mod malloc;
 
 #[derive(Parser)]
 #[command(name = "rlvmr", version, about = "RLVMR: reinforcement learning with verifiable meta-reasoning rewards")]
@@ -331,7 +330,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
 }
 
 fn main() -> ExitCode {
-    malloc::keep_freed_memory();
+    policy::malloc::keep_freed_memory();
     // candle asks the OS for the CPU count on every matmul unless this is set
     // (about 25% of batch-1 decode time); set it once, before any thread starts.
     if std::env::var_os("RAYON_NUM_THREADS").is_none() {

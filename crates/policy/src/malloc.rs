@@ -1,4 +1,5 @@
-//! The allocator's policy for this process.
+//! The allocator's policy for a process that trains or samples (the `rlvmr` binary and the
+//! benchmarks call it first thing).
 //!
 //! A training step allocates and frees tensors of tens to hundreds of MB (attention
 //! scores, activations kept for the backward pass). glibc serves each of those with its own
@@ -6,7 +7,8 @@
 //! and the zeroing of fresh pages again: on a 4M-parameter model's SFT a third of the time
 //! went to the kernel. Serving everything from the heap and never trimming it keeps those
 //! pages mapped and reused; the process's memory stays at its peak, which a training run
-//! reaches anyway.
+//! reaches anyway. Sampling gains too: a rollout batch's packed prefill ran 1.3-1.45x faster
+//! with it (`bench_sampling`, 32 prompts of up to 460 tokens).
 
 /// Keep freed memory for reuse: no per-allocation `mmap`, no trimming of the heap.
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
