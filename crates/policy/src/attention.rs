@@ -369,10 +369,18 @@ impl Head<'_> {
                 return;
             }
         };
+        // The queries dimension by dimension (`[d][QUERIES]`): one load gives the inputs that
+        // multiply one key dimension, with no index to check per query.
+        let mut by_dim = vec![0f32; d * QUERIES];
+        for (i, query) in block.chunks_exact(d).enumerate() {
+            for (c, &x) in query.iter().enumerate() {
+                by_dim[c * QUERIES + i] = x;
+            }
+        }
         let full = keys / LANES * LANES;
         for start in (0..full).step_by(LANES) {
             let first = &keys_t.data[self.pad + start..];
-            score_lanes::<FMA>(block, d, first, keys_t.stride, scores, width, start, LANES);
+            score_lanes::<FMA>(&by_dim, first, keys_t.stride, scores, width, start, LANES);
         }
         if full < keys {
             // The last keys, fewer than `LANES`, copied into lanes of their own (`[d][LANES]`;
@@ -381,7 +389,7 @@ impl Head<'_> {
             for (c, lanes) in tail.chunks_exact_mut(LANES).enumerate() {
                 lanes[..rest].copy_from_slice(&keys_t.row(c)[self.pad + full..][..rest]);
             }
-            score_lanes::<FMA>(block, d, tail, LANES, scores, width, full, rest);
+            score_lanes::<FMA>(&by_dim, tail, LANES, scores, width, full, rest);
         }
     }
 
@@ -441,10 +449,12 @@ fn weigh_lanes<const FMA: bool>(
     column: usize,
 ) -> [[f32; LANES]; QUERIES] {
     let mut acc = [[0f32; LANES]; QUERIES];
+    // Each query's scores cut to `keys`, so that indexing them needs no check.
+    let rows: [&[f32]; QUERIES] = std::array::from_fn(|i| &scores[i * width..][..keys]);
     for j in 0..keys {
         let value: &[f32; LANES] = values[j * stride + column..][..LANES].try_into().expect("LANES values");
         for (i, acc) in acc.iter_mut().enumerate() {
-            let p = scores[i * width + j];
+            let p = rows[i][j];
             for (a, &x) in acc.iter_mut().zip(value) {
                 *a = madd::<FMA>(p, x, *a);
             }
@@ -465,10 +475,12 @@ fn weigh_few<const FMA: bool>(
     lanes: usize,
 ) -> [[f32; LANES]; QUERIES] {
     let mut acc = [[0f32; LANES]; QUERIES];
+    // Each query's scores cut to `keys`, so that indexing them needs no check.
+    let rows: [&[f32]; QUERIES] = std::array::from_fn(|i| &scores[i * width..][..keys]);
     for j in 0..keys {
         let value = &values[j * stride + column..][..lanes];
         for (i, acc) in acc.iter_mut().enumerate() {
-            let p = scores[i * width + j];
+            let p = rows[i][j];
             for (a, &x) in acc.iter_mut().zip(value) {
                 *a = madd::<FMA>(p, x, *a);
             }
@@ -477,14 +489,12 @@ fn weigh_few<const FMA: bool>(
     acc
 }
 
-/// `scores[i][start..start + count]`: the scores of the `QUERIES` queries of `block`
-/// (`[QUERIES][d]`) against `LANES` keys whose dimension `c` is `keys[c * stride..][..LANES]`
+/// `scores[i][start..start + count]`: the scores of the `QUERIES` queries of `by_dim`
+/// (`[d][QUERIES]`) against `LANES` keys whose dimension `c` is `keys[c * stride..][..LANES]`
 /// (the first `count` of them are kept).
 #[inline(always)]
-#[allow(clippy::too_many_arguments)]
 fn score_lanes<const FMA: bool>(
-    block: &[f32],
-    d: usize,
+    by_dim: &[f32],
     keys: &[f32],
     stride: usize,
     scores: &mut [f32],
@@ -493,10 +503,10 @@ fn score_lanes<const FMA: bool>(
     count: usize,
 ) {
     let mut acc = [[0f32; LANES]; QUERIES];
-    for c in 0..d {
+    for (c, xs) in by_dim.chunks_exact(QUERIES).enumerate() {
         let key: &[f32; LANES] = keys[c * stride..][..LANES].try_into().expect("LANES keys");
-        for (i, acc) in acc.iter_mut().enumerate() {
-            let x = block[i * d + c];
+        let xs: &[f32; QUERIES] = xs.try_into().expect("QUERIES queries");
+        for (acc, &x) in acc.iter_mut().zip(xs) {
             for (a, &k) in acc.iter_mut().zip(key) {
                 *a = madd::<FMA>(x, k, *a);
             }
@@ -524,12 +534,12 @@ fn dot<const FMA: bool>(a: &[f32], b: &[f32]) -> f32 {
 /// `s = exp(scale * s - max)`, returning the sum (the softmax's denominator).
 #[inline(always)]
 fn exp_normalised(s: &mut [f32], scale: f32) -> f32 {
-    let m = s.iter().fold(f32::NEG_INFINITY, |m, &x| m.max(x * scale));
+    let m = crate::fused::max_scaled(s, scale);
     for x in s.iter_mut() {
         *x = *x * scale - m;
     }
     crate::vexp::exp_in_place(s);
-    crate::fused::sum_f64(s.iter().copied())
+    crate::fused::sum_slice_f64(s)
 }
 
 #[cfg(test)]
