@@ -604,7 +604,7 @@ impl Lin {
     }
     fn forward(&self, x: &Tensor) -> Result<Tensor> {
         match self {
-            Lin::Dense(_, Some(skinny)) if rows_of(x)? <= skinny::MAX_ROWS => skinny_forward(skinny, x),
+            Lin::Dense(_, Some(skinny)) if skinny::serves(rows_of(x)?) => skinny_forward(skinny, x),
             Lin::Dense(w, _) => linear(x, w),
             Lin::Quant(_, w) if rows_of(x)? > QUANT_MAX_ROWS => linear(x, w),
             Lin::Quant(q, _) => quant_forward(q, x),
@@ -673,7 +673,7 @@ fn stacked_forward(stacked: Option<&Stacked>, x: &Tensor) -> Result<Option<Tenso
     let rows = rows_of(x)?;
     match stacked {
         Some(Stacked::Quant(q)) if rows <= QUANT_MAX_ROWS => Ok(Some(quant_forward(q, x)?)),
-        Some(Stacked::Skinny(w)) if rows <= skinny::MAX_ROWS => Ok(Some(skinny_forward(w, x)?)),
+        Some(Stacked::Skinny(w)) if skinny::serves(rows) => Ok(Some(skinny_forward(w, x)?)),
         _ => Ok(None),
     }
 }

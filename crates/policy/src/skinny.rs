@@ -23,6 +23,14 @@ const LANES: usize = 16;
 /// Inputs with more rows than this (a prefill) go through candle's matmul, which packs its
 /// operands once for many rows.
 pub const MAX_ROWS: usize = 64;
+/// Nor do inputs with fewer rows than this: a single row would fill a block of [`ROWS`] with
+/// zero rows (measured on SmolLM2-135M: batch-1 decode 7% slower here, batch 8 2.3x faster).
+pub const MIN_ROWS: usize = 2;
+
+/// Whether `rows` input rows go through [`SkinnyWeight::forward`].
+pub fn serves(rows: usize) -> bool {
+    (MIN_ROWS..=MAX_ROWS).contains(&rows)
+}
 /// Weights with more elements than this keep candle's matmul only: the transposed copy would
 /// double a large model's memory, where its matmuls are dominated by the multiply-adds anyway.
 pub const MAX_ELEMENTS: usize = 1 << 20;
