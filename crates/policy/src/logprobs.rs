@@ -17,6 +17,10 @@ pub struct ResponseBatch {
     pub response_mask: Tensor,
     pub prompt_lens: Vec<usize>,
     pub response_lens: Vec<usize>,
+    /// The sampling temperature the replies were drawn at: [`reply_token_scores`] scores them
+    /// under `softmax(logits / temperature)`, the distribution they were sampled from (as
+    /// verl's actor divides its logits by the rollout temperature). 1 from [`ResponseBatch::new`].
+    pub temperature: f64,
 }
 
 impl ResponseBatch {
@@ -75,7 +79,19 @@ impl ResponseBatch {
             response_mask: Tensor::from_vec(mask, (b, seq - 1), device)?.to_dtype(dtype)?,
             prompt_lens: pairs.iter().map(|(p, _)| p.len()).collect(),
             response_lens: pairs.iter().map(|(_, r)| r.len()).collect(),
+            temperature: 1.0,
         })
+    }
+
+    /// The batch scored at sampling temperature `temperature` (finite and positive).
+    pub fn at_temperature(mut self, temperature: f64) -> Result<Self> {
+        if !(temperature.is_finite() && temperature > 0.0) {
+            return Err(PolicyError::Input(format!(
+                "temperature {temperature}: replies are scored at a finite, positive temperature"
+            )));
+        }
+        self.temperature = temperature;
+        Ok(self)
     }
 }
 
@@ -112,7 +128,8 @@ fn split_scores(both: &Tensor, b: usize, t: usize) -> Result<TokenScores> {
     Ok(TokenScores { logprobs, entropy })
 }
 
-/// Scores for a [`ResponseBatch`]; multiply by `batch.response_mask` to keep response tokens.
+/// Scores for a [`ResponseBatch`] (at temperature 1); multiply by `batch.response_mask` to
+/// keep response tokens.
 pub fn response_scores(model: &Llama, batch: &ResponseBatch) -> Result<TokenScores> {
     token_scores(model, &batch.input_ids)
 }
@@ -137,6 +154,11 @@ pub fn reply_token_scores(model: &Llama, batch: &ResponseBatch) -> Result<TokenS
         .contiguous()?
         .reshape((b * (t - 1), h))?
         .index_select(&positions, 0)?;
+    // logits / T = (hidden / T) @ head^T: one scaling of the gathered rows.
+    let hidden = match batch.temperature {
+        1.0 => hidden,
+        t => hidden.affine(1.0 / t, 0.0)?,
+    };
     let targets = batch
         .input_ids
         .narrow(1, 1, t - 1)?
@@ -152,13 +174,24 @@ pub fn response_logprobs(
     pairs: &[(Vec<u32>, Vec<u32>)],
     pad_id: u32,
 ) -> Result<Vec<Vec<f32>>> {
+    response_logprobs_at(model, pairs, pad_id, 1.0)
+}
+
+/// [`response_logprobs`] under `softmax(logits / temperature)`.
+pub fn response_logprobs_at(
+    model: &Llama,
+    pairs: &[(Vec<u32>, Vec<u32>)],
+    pad_id: u32,
+    temperature: f64,
+) -> Result<Vec<Vec<f32>>> {
     let batch = ResponseBatch::new(
         pairs,
         pad_id,
         model.config().max_position,
         model.dtype(),
         model.device(),
-    )?;
+    )?
+    .at_temperature(temperature)?;
     let flat: Vec<f32> = reply_token_scores(model, &batch)?
         .logprobs
         .detach()
@@ -301,5 +334,36 @@ mod tests {
         }
         assert!(ResponseBatch::new(&[(vec![1], vec![])], 0, 64, DType::F32, &dev).is_err());
         assert!(ResponseBatch::new(&[(vec![1; 60], vec![2; 5])], 0, 64, DType::F32, &dev).is_err());
+    }
+
+    /// Replies drawn at temperature 0.7 (`sample::pick`, token by token) and scored by
+    /// [`reply_token_scores`] at the same temperature give the log-probs the sampler recorded;
+    /// at temperature 1 they do not (the gap the RL metrics report). Bad temperatures are errors.
+    #[test]
+    fn replies_are_scored_at_the_temperature_they_were_sampled_at() {
+        use crate::sample::{pick, SampleOptions};
+        use rand::SeedableRng;
+        let dev = Device::Cpu;
+        let model = Llama::random(LlamaConfig::tiny(), DType::F32, &dev, 11).unwrap();
+        let opts = SampleOptions { temperature: 0.7, top_k: 0, top_p: 1.0, ..SampleOptions::default() };
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(3);
+        let prompt = vec![3u32, 4, 5, 6];
+        let (mut seq, mut sampled) = (prompt.clone(), Vec::new());
+        for _ in 0..12 {
+            let ids = Tensor::new(seq.as_slice(), &dev).unwrap().unsqueeze(0).unwrap();
+            let logits = model.forward(&ids).unwrap().get(0).unwrap().get(seq.len() - 1).unwrap();
+            let (token, lp) = pick(&logits.to_vec1::<f32>().unwrap(), &opts, &mut rng);
+            seq.push(token);
+            sampled.push(lp);
+        }
+        let pairs = vec![(prompt.clone(), seq[prompt.len()..].to_vec())];
+        let at_t = response_logprobs_at(&model, &pairs, 0, 0.7).unwrap();
+        let gap = |scored: &[f32]| scored.iter().zip(&sampled).map(|(&a, &b)| (a as f64 - b).abs()).fold(0.0, f64::max);
+        assert!(gap(&at_t[0]) < 1e-5, "at the sampling temperature: {}", gap(&at_t[0]));
+        assert!(gap(&response_logprobs(&model, &pairs, 0).unwrap()[0]) > 1e-3, "at temperature 1 the scores differ");
+        for bad in [0.0, -1.0, f64::NAN, f64::INFINITY] {
+            let err = ResponseBatch::new(&pairs, 0, 64, DType::F32, &dev).unwrap().at_temperature(bad).unwrap_err();
+            assert!(err.to_string().contains("temperature"), "{err}");
+        }
     }
 }

@@ -245,7 +245,8 @@ fn equal_weights_give_ratio_one_and_zero_kl_and_a_nan_update_is_skipped() {
     let config = toy_config();
     let init = chance_model(&config, &dir);
     let (model, mut samples) = samples_of(&init, 12);
-    let old = reply_logprobs(&model, &samples, 5, 0).unwrap();
+    // Scored at a sampling temperature other than 1 throughout (as a rollout at 0.7 is).
+    let old = reply_logprobs(&model, &samples, 5, 0, 0.7).unwrap();
     for (s, lp) in samples.iter_mut().zip(old) {
         s.reference = lp.clone();
         s.old = lp;
@@ -259,6 +260,7 @@ fn equal_weights_give_ratio_one_and_zero_kl_and_a_nan_update_is_skipped() {
         micro_batch: 5,
         max_grad_norm: 1.0,
         pad: 0,
+        temperature: 0.7,
         seed: 1,
         bad_streak: 0,
         max_bad_updates: max_bad,

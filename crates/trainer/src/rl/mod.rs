@@ -295,6 +295,16 @@ fn samples_of(episodes: &[EpisodeRecord], scores: &[Vec<ScoredStep>], context: u
     (samples, too_long)
 }
 
+/// The temperature the update scores replies at: the rollouts' (verl divides the actor's
+/// logits by it), or 1 for greedy rollouts (temperature 0), whose replies have no tempered
+/// distribution.
+fn scoring_temperature(config: &RunConfig) -> f64 {
+    match config.rollout.temperature {
+        t if t > 0.0 => t,
+        _ => 1.0,
+    }
+}
+
 /// Mean and max of `|sampled - old|` over every reply token.
 fn logprob_gap(samples: &[Sample]) -> (f64, f64) {
     let (mut sum, mut max, mut n) = (0.0f64, 0.0f64, 0usize);
@@ -481,12 +491,12 @@ pub fn train_on(config: &RunConfig, provider: &dyn EnvProvider, out: &Path, resu
 
         let t = Instant::now();
         if !samples.is_empty() {
-            let old = reply_logprobs(&models.model, &samples, rl.micro_batch, pad)?;
+            let old = reply_logprobs(&models.model, &samples, rl.micro_batch, pad, scoring_temperature(config))?;
             for (s, lp) in samples.iter_mut().zip(old) {
                 s.old = lp;
             }
             if loss.kl_coef != 0.0 {
-                let reference = reference_logprobs(&mut models, &samples, rl.micro_batch, pad)?;
+                let reference = reference_logprobs(&mut models, &samples, rl.micro_batch, pad, scoring_temperature(config))?;
                 for (s, lp) in samples.iter_mut().zip(reference) {
                     s.reference = lp;
                 }
@@ -507,6 +517,7 @@ pub fn train_on(config: &RunConfig, provider: &dyn EnvProvider, out: &Path, resu
                 micro_batch: rl.micro_batch,
                 max_grad_norm: rl.max_grad_norm,
                 pad,
+                temperature: scoring_temperature(config),
                 seed: mix(seed, SEED_SHUFFLE),
                 bad_streak,
                 max_bad_updates: rl.max_bad_updates,
@@ -587,12 +598,12 @@ fn final_evaluations(config: &RunConfig, dir: &RunDir, models: &Models) -> Resul
 
 /// Reply log-probs under the reference: the frozen copy, or with LoRA the base with its
 /// adapter taken off for the pass.
-fn reference_logprobs(models: &mut Models, samples: &[Sample], rows: usize, pad: u32) -> Result<Vec<Vec<f32>>> {
+fn reference_logprobs(models: &mut Models, samples: &[Sample], rows: usize, pad: u32, temperature: f64) -> Result<Vec<Vec<f32>>> {
     if let Some(reference) = &models.reference {
-        return reply_logprobs(reference, samples, rows, pad);
+        return reply_logprobs(reference, samples, rows, pad, temperature);
     }
     let adapters = models.model.take_lora();
-    let result = reply_logprobs(&models.model, samples, rows, pad);
+    let result = reply_logprobs(&models.model, samples, rows, pad, temperature);
     if let Some(adapters) = adapters {
         models.model.attach_lora(adapters)?;
     }

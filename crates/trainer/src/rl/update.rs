@@ -3,7 +3,7 @@
 //! objective of `policy::ppo`, gradient accumulation over micro-batches, clipping and AdamW.
 
 use candle_core::{DType, Tensor};
-use policy::logprobs::{reply_token_scores, response_logprobs, ResponseBatch};
+use policy::logprobs::{reply_token_scores, response_logprobs_at, ResponseBatch};
 use policy::optim::Accumulator;
 use policy::ppo::{ppo_loss, PpoInputs, PpoLossConfig, PpoStats};
 use policy::{AdamW, Llama};
@@ -50,23 +50,25 @@ fn pairs(samples: &[Sample], rows: &[usize]) -> Vec<(Vec<u32>, Vec<u32>)> {
         .collect()
 }
 
-fn batch(model: &Llama, samples: &[Sample], rows: &[usize], pad: u32) -> Result<ResponseBatch> {
+/// The rows' prompts and replies as a batch scored at `temperature` (see [`UpdateOptions`]).
+fn batch(model: &Llama, samples: &[Sample], rows: &[usize], pad: u32, temperature: f64) -> Result<ResponseBatch> {
     Ok(ResponseBatch::new(
         &pairs(samples, rows),
         pad,
         model.config().max_position,
         model.dtype(),
         model.device(),
-    )?)
+    )?
+    .at_temperature(temperature)?)
 }
 
 /// The reply log-probs of every sample under `model`, forward passes only, rows grouped by
 /// length (the graph of each group is dropped before the next one).
-pub fn reply_logprobs(model: &Llama, samples: &[Sample], rows: usize, pad: u32) -> Result<Vec<Vec<f32>>> {
+pub fn reply_logprobs(model: &Llama, samples: &[Sample], rows: usize, pad: u32, temperature: f64) -> Result<Vec<Vec<f32>>> {
     let mut out = vec![Vec::new(); samples.len()];
     let all: Vec<usize> = (0..samples.len()).collect();
     for group in by_length(samples, &all, rows) {
-        let scored = response_logprobs(model, &pairs(samples, &group), pad)?;
+        let scored = response_logprobs_at(model, &pairs(samples, &group), pad, temperature)?;
         for (&i, lp) in group.iter().zip(scored) {
             out[i] = lp;
         }
@@ -112,6 +114,10 @@ pub struct UpdateOptions<'a> {
     pub micro_batch: usize,
     pub max_grad_norm: f64,
     pub pad: u32,
+    /// The rollouts' sampling temperature: the ratio, KL and entropy are taken under
+    /// `softmax(logits / temperature)`, the distribution the replies were drawn from, as verl's
+    /// actor does (the old and reference log-probs too).
+    pub temperature: f64,
     /// Seeds the mini-batch shuffles.
     pub seed: u64,
     /// Bad updates in a row before this one.
@@ -193,7 +199,7 @@ fn mini_batch_gradients(
     let mut terms = PpoStats::default();
     let mut loss_sum = 0.0;
     for rows in by_length(samples, mini, o.micro_batch) {
-        let b = batch(model, samples, &rows, o.pad)?;
+        let b = batch(model, samples, &rows, o.pad, o.temperature)?;
         let scores = reply_token_scores(model, &b)?;
         let lens = &b.response_lens;
         let old = per_token(&rows, lens, |i, k| samples[i].old[k], model)?;
