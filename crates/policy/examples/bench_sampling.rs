@@ -10,8 +10,9 @@
 //! PROMPT_TOKENS: the longest prompt; the others spread down to a third of it (defaults: 460
 //! tokens, 5 repeats, 32 rows, 40 decode steps, the row count falling to half by the end).
 
+mod preset;
 use candle_core::{DType, Device};
-use policy::model::{swap_remove_order, Family, Llama, LlamaConfig};
+use policy::model::{swap_remove_order, Llama};
 use std::time::Instant;
 
 fn median(repeats: usize, mut f: impl FnMut() -> f64) -> f64 {
@@ -22,29 +23,11 @@ fn median(repeats: usize, mut f: impl FnMut() -> f64) -> f64 {
 }
 
 fn main() {
-    // As the rlvmr binary runs: freed memory kept for reuse, and the thread count set once.
-    policy::malloc::keep_freed_memory();
-    if std::env::var_os("RAYON_NUM_THREADS").is_none() {
-        let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
-        std::env::set_var("RAYON_NUM_THREADS", threads.to_string());
-    }
+    preset::run_as_the_binary();
     let mut args = std::env::args().skip(1);
     let mut arg = |default: usize, name: &str| args.next().map_or(default, |a| a.parse().expect(name));
     let (tokens, repeats, rows, steps) = (arg(460, "PROMPT_TOKENS"), arg(5, "REPEATS"), arg(32, "ROWS"), arg(40, "STEPS"));
-    let cfg = LlamaConfig {
-        family: Family::Llama,
-        vocab_size: 2048,
-        hidden_size: 128,
-        intermediate_size: 384,
-        num_layers: 6,
-        num_heads: 4,
-        num_kv_heads: 2,
-        head_dim: 32,
-        rope_theta: 10_000.0,
-        rms_norm_eps: 1e-5,
-        max_position: 2048,
-        tie_word_embeddings: true,
-    };
+    let cfg = preset::model_config();
     let model = Llama::random(cfg, DType::F32, &Device::Cpu, 0).expect("model").inference().expect("inference");
     let prompts: Vec<Vec<u32>> = (0..rows)
         .map(|i| {

@@ -5,9 +5,10 @@
 //!   cargo build --release --workspace --example bench_update
 //!   target/release/examples/bench_update [PROMPT_TOKENS] [REPEATS] [ROWS]
 
+mod preset;
 use candle_core::{DType, Device, Tensor};
 use policy::logprobs::{reply_token_scores, ResponseBatch};
-use policy::model::{Family, Llama, LlamaConfig};
+use policy::model::Llama;
 use std::time::Instant;
 
 fn time(repeats: usize, mut f: impl FnMut()) -> f64 {
@@ -24,29 +25,11 @@ fn time(repeats: usize, mut f: impl FnMut()) -> f64 {
 }
 
 fn main() {
-    // As the rlvmr binary runs: freed memory kept for reuse, and the thread count set once.
-    policy::malloc::keep_freed_memory();
-    if std::env::var_os("RAYON_NUM_THREADS").is_none() {
-        let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
-        std::env::set_var("RAYON_NUM_THREADS", threads.to_string());
-    }
+    preset::run_as_the_binary();
     let mut args = std::env::args().skip(1);
     let prompt: usize = args.next().map_or(290, |a| a.parse().expect("PROMPT_TOKENS"));
     let repeats: usize = args.next().map_or(5, |a| a.parse().expect("REPEATS"));
-    let cfg = LlamaConfig {
-        family: Family::Llama,
-        vocab_size: 2048,
-        hidden_size: 128,
-        intermediate_size: 384,
-        num_layers: 6,
-        num_heads: 4,
-        num_kv_heads: 2,
-        head_dim: 32,
-        rope_theta: 10_000.0,
-        rms_norm_eps: 1e-5,
-        max_position: 2048,
-        tie_word_embeddings: true,
-    };
+    let cfg = preset::model_config();
     let model = Llama::random(cfg, DType::F32, &Device::Cpu, 0).expect("model");
     let rows: usize = args.next().map_or(8, |a| a.parse().expect("ROWS"));
     let pairs: Vec<(Vec<u32>, Vec<u32>)> = (0..rows)

@@ -191,16 +191,9 @@ mod tests {
     use candle_core::Device;
 
     fn rand(shape: &[usize], seed: u64) -> Tensor {
-        let n: usize = shape.iter().product();
-        let mut x = seed | 1;
-        let data: Vec<f32> = (0..n)
-            .map(|_| {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                (x >> 40) as f32 / (1u64 << 24) as f32 - 0.5
-            })
-            .collect();
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+        let data: Vec<f32> = (0..shape.iter().product()).map(|_| rng.gen_range(-0.5f32..0.5)).collect();
         Tensor::from_vec(data, shape, &Device::Cpu).unwrap()
     }
 
