@@ -682,9 +682,10 @@ fn stacked_forward(stacked: Option<&Stacked>, x: &Tensor) -> Result<Option<Tenso
 /// left-padded prompts of different lengths. Uses candle's fused ops (rms norm, rope, softmax,
 /// SiLU), which have no backward: this path is for sampling only.
 ///
-/// [`Llama::inference`] shares the training weights (build it again, or keep using it: it sees
-/// updates made in place to the `Var`s); [`Llama::quantized`] makes a quantized copy of the
-/// matrices (e.g. `GgmlDType::Q8_0`), to be rebuilt after each weight update.
+/// [`Llama::inference`] shares the training weights for prefill, but decode steps of 2 to 64
+/// rows read transposed copies of the small f32 matrices ([`crate::skinny`]) made when it is
+/// built: build it again after a weight update. [`Llama::quantized`] makes a quantized copy
+/// of the matrices (e.g. `GgmlDType::Q8_0`), likewise to be rebuilt after each update.
 pub struct InferenceModel {
     cfg: LlamaConfig,
     embed: Tensor,
@@ -756,7 +757,8 @@ impl Llama {
         self.inference()?.prefill(prompts)
     }
 
-    /// [`InferenceModel::decode_step`] on the shared-weight inference view.
+    /// [`InferenceModel::decode_step`] on an inference view built for this one call (its
+    /// transposed copies included): for a loop of steps, build [`Llama::inference`] once.
     pub fn decode_step(&self, tokens: &[u32], cache: &mut KvCache) -> Result<Tensor> {
         self.inference()?.decode_step(tokens, cache)
     }

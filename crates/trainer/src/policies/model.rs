@@ -62,8 +62,9 @@ impl ModelPolicy {
         Self::sampling(name, &model, tokenizer, options)
     }
 
-    /// A policy sampling from `model`'s current weights: the inference view (it shares the
-    /// weights), or a Q8_0 copy made now when `options.quantized_decode` is set.
+    /// A policy sampling from `model`'s current weights: the inference view (built now: its
+    /// decode steps read copies of the small matrices), or a Q8_0 copy made now when
+    /// `options.quantized_decode` is set.
     pub fn sampling(
         name: impl Into<String>,
         model: &Llama,
