@@ -10,24 +10,17 @@
 //! PROMPT_TOKENS: the longest prompt; the others spread down to a third of it (defaults: 460
 //! tokens, 5 repeats, 32 rows, 40 decode steps, the row count falling to half by the end).
 
-mod preset;
+mod common;
 use candle_core::{DType, Device};
 use policy::model::{swap_remove_order, Llama};
 use std::time::Instant;
 
-fn median(repeats: usize, mut f: impl FnMut() -> f64) -> f64 {
-    f();
-    let mut secs: Vec<f64> = (0..repeats).map(|_| f()).collect();
-    secs.sort_by(f64::total_cmp);
-    secs[repeats / 2]
-}
-
 fn main() {
-    preset::run_as_the_binary();
+    common::run_as_the_binary();
     let mut args = std::env::args().skip(1);
     let mut arg = |default: usize, name: &str| args.next().map_or(default, |a| a.parse().expect(name));
     let (tokens, repeats, rows, steps) = (arg(460, "PROMPT_TOKENS"), arg(5, "REPEATS"), arg(32, "ROWS"), arg(40, "STEPS"));
-    let cfg = preset::model_config();
+    let cfg = common::model_config();
     let model = Llama::random(cfg, DType::F32, &Device::Cpu, 0).expect("model").inference().expect("inference");
     let prompts: Vec<Vec<u32>> = (0..rows)
         .map(|i| {
@@ -36,7 +29,7 @@ fn main() {
         })
         .collect();
     let prompt_tokens: usize = prompts.iter().map(Vec::len).sum();
-    let prefill = median(repeats, || {
+    let prefill = common::median(repeats, || {
         let start = Instant::now();
         model.prefill_reserving(&prompts, steps).expect("prefill");
         start.elapsed().as_secs_f64()
@@ -44,7 +37,7 @@ fn main() {
     // Row `i` ends after `steps - i * steps / (2 * rows)` tokens: half the rows are left at the end.
     let ends: Vec<usize> = (0..rows).map(|i| steps - i * steps / (2 * rows)).collect();
     let mut decoded_rows = 0;
-    let decode = median(repeats, || {
+    let decode = common::median(repeats, || {
         let (_, mut cache) = model.prefill_reserving(&prompts, steps).expect("prefill");
         let mut active: Vec<usize> = (0..rows).collect();
         let start = Instant::now();

@@ -5,31 +5,17 @@
 //!   cargo build --release --workspace --example bench_update
 //!   target/release/examples/bench_update [PROMPT_TOKENS] [REPEATS] [ROWS]
 
-mod preset;
+mod common;
 use candle_core::{DType, Device, Tensor};
 use policy::logprobs::{reply_token_scores, ResponseBatch};
 use policy::model::Llama;
-use std::time::Instant;
-
-fn time(repeats: usize, mut f: impl FnMut()) -> f64 {
-    f();
-    let mut secs: Vec<f64> = (0..repeats)
-        .map(|_| {
-            let start = Instant::now();
-            f();
-            start.elapsed().as_secs_f64()
-        })
-        .collect();
-    secs.sort_by(f64::total_cmp);
-    secs[repeats / 2]
-}
 
 fn main() {
-    preset::run_as_the_binary();
+    common::run_as_the_binary();
     let mut args = std::env::args().skip(1);
     let prompt: usize = args.next().map_or(290, |a| a.parse().expect("PROMPT_TOKENS"));
     let repeats: usize = args.next().map_or(5, |a| a.parse().expect("REPEATS"));
-    let cfg = preset::model_config();
+    let cfg = common::model_config();
     let model = Llama::random(cfg, DType::F32, &Device::Cpu, 0).expect("model");
     let rows: usize = args.next().map_or(8, |a| a.parse().expect("ROWS"));
     let pairs: Vec<(Vec<u32>, Vec<u32>)> = (0..rows)
@@ -42,10 +28,10 @@ fn main() {
         .collect();
     let batch = ResponseBatch::new(&pairs, 0, 2048, DType::F32, &Device::Cpu).expect("batch");
     let tokens: usize = pairs.iter().map(|(p, r)| p.len() + r.len()).sum();
-    let forward = time(repeats, || {
+    let forward = common::time(repeats, || {
         reply_token_scores(&model, &batch).expect("forward");
     });
-    let step = time(repeats, || {
+    let step = common::time(repeats, || {
         let scores = reply_token_scores(&model, &batch).expect("forward");
         let loss = scores.logprobs.sum_all().expect("sum");
         loss.backward().expect("backward");
@@ -60,12 +46,12 @@ fn main() {
     let q = var(&[rows, 2, 2 * t, 32], 1);
     let k = var(&[rows, 2, t, 32], 2);
     let v = var(&[rows, 2, t, 32], 3);
-    let attn = time(repeats, || {
+    let attn = common::time(repeats, || {
         let out = policy::fused::causal_attention(q.as_tensor(), k.as_tensor(), v.as_tensor(), 0.17).expect("attention");
         out.sum_all().unwrap().backward().unwrap();
     });
     println!("one layer's attention forward + backward: {:.1} ms (x{} layers = {:.0} ms)", attn * 1e3, 6, attn * 6e3);
-    let rowwise = time(repeats, || {
+    let rowwise = common::time(repeats, || {
         for i in 0..rows {
             let (q, k, v) = (q.narrow(0, i, 1).unwrap(), k.narrow(0, i, 1).unwrap(), v.narrow(0, i, 1).unwrap());
             let out = policy::fused::causal_attention(&q, &k, &v, 0.17).expect("attention");

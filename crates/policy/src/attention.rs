@@ -371,12 +371,7 @@ impl Head<'_> {
         };
         // The queries dimension by dimension (`[d][QUERIES]`): one load gives the inputs that
         // multiply one key dimension, with no index to check per query.
-        let mut by_dim = vec![0f32; d * QUERIES];
-        for (i, query) in block.chunks_exact(d).enumerate() {
-            for (c, &x) in query.iter().enumerate() {
-                by_dim[c * QUERIES + i] = x;
-            }
-        }
+        let by_dim = crate::skinny::interleave::<QUERIES>(block, d);
         let full = keys / LANES * LANES;
         for start in (0..full).step_by(LANES) {
             let first = &keys_t.data[self.pad + start..];

@@ -24,9 +24,9 @@ pub(crate) fn slice<'a, T: RawFloat>(s: &'a CpuStorage, l: &Layout, what: &str) 
 
 /// A sum accumulated in f64: f32 sums over a vocabulary-sized row lose the small terms (a
 /// token with p near 1 followed by 49k terms below f32's epsilon), which biases log-probs.
-/// Eight running sums, not one: a single running sum is a chain of dependent adds, which
-/// made the softmax rows of attention wait on latency (measured: the sampling attention's
-/// prefill ran 1.1x faster with lanes).
+/// Eight running sums, not one, so that the adds do not wait on each other (no change was
+/// measured in the update, whose products dominate; the slice form, [`sum_slice_f64`], made
+/// the sampling attention's prefill 1.1x faster).
 #[inline(always)]
 pub(crate) fn sum_f64<T: RawFloat>(xs: impl Iterator<Item = T>) -> T {
     let mut lanes = [0f64; 8];

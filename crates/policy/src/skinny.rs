@@ -26,24 +26,23 @@ pub const MAX_ROWS: usize = 64;
 /// Nor do inputs with fewer rows than this: a single row would fill a block of [`ROWS`] with
 /// zero rows (measured on SmolLM2-135M: batch-1 decode 7% slower here, batch 8 2.3x faster).
 pub const MIN_ROWS: usize = 2;
+/// Weights with more elements than this keep candle's matmul only: the transposed copy would
+/// double a large model's memory, where its matmuls are dominated by the multiply-adds anyway.
+pub const MAX_ELEMENTS: usize = 1 << 20;
 
 /// Whether `rows` input rows go through [`SkinnyWeight::forward`].
 pub fn serves(rows: usize) -> bool {
     (MIN_ROWS..=MAX_ROWS).contains(&rows)
 }
-/// Weights with more elements than this keep candle's matmul only: the transposed copy would
-/// double a large model's memory, where its matmuls are dominated by the multiply-adds anyway.
-pub const MAX_ELEMENTS: usize = 1 << 20;
 
 /// A weight `W: [out, in]` transposed for [`SkinnyWeight::forward`].
 pub struct SkinnyWeight {
     /// `W^T` in strips of [`LANES`] columns, each strip contiguous (`[strip][in][LANES]`;
-    /// row-major `[in][width]` put a strip's rows a power of two apart, in one cache set),
-    /// columns `out..width` zero.
+    /// row-major `[in][out]` put a strip's rows a power of two apart, in one cache set),
+    /// columns `out..` of the last strip zero.
     transposed: Vec<f32>,
     inner: usize,
     out: usize,
-    width: usize,
 }
 
 impl SkinnyWeight {
@@ -54,16 +53,15 @@ impl SkinnyWeight {
             return Ok(None);
         }
         let (out, inner) = w.dims2()?;
-        let width = out.div_ceil(LANES) * LANES;
         let rows: Vec<f32> = w.flatten_all()?.to_vec1()?;
-        let mut transposed = vec![0f32; inner * width];
+        let mut transposed = vec![0f32; out.div_ceil(LANES) * LANES * inner];
         for (o, row) in rows.chunks_exact(inner).enumerate() {
             let strip = &mut transposed[o / LANES * inner * LANES..][..inner * LANES];
             for (c, &x) in row.iter().enumerate() {
                 strip[c * LANES + o % LANES] = x;
             }
         }
-        Ok(Some(Self { transposed, inner, out, width }))
+        Ok(Some(Self { transposed, inner, out }))
     }
 
     /// `x @ W^T` for `x: [rows, in]`.
@@ -136,16 +134,16 @@ impl SkinnyWeight {
     }
 }
 
-/// `x: [rows, inner]` as blocks of [`ROWS`] rows (the last one completed with zero rows), each
-/// block column-major (`[inner][ROWS]`), so one load gives the [`ROWS`] inputs that multiply a
-/// weight row.
-fn interleave(x: &[f32], inner: usize) -> Vec<f32> {
-    let blocks = (x.len() / inner).div_ceil(ROWS);
-    let mut out = vec![0f32; blocks * ROWS * inner];
+/// `x: [rows, inner]` as blocks of `R` rows (the last one completed with zero rows), each
+/// block column-major (`[inner][R]`), so one load gives the `R` inputs that multiply one
+/// weight row (here) or one key dimension (the sampling attention's queries).
+pub(crate) fn interleave<const R: usize>(x: &[f32], inner: usize) -> Vec<f32> {
+    let blocks = (x.len() / inner).div_ceil(R);
+    let mut out = vec![0f32; blocks * R * inner];
     for (r, row) in x.chunks_exact(inner).enumerate() {
-        let block = &mut out[r / ROWS * ROWS * inner..][..ROWS * inner];
+        let block = &mut out[r / R * R * inner..][..R * inner];
         for (c, &v) in row.iter().enumerate() {
-            block[c * ROWS + r % ROWS] = v;
+            block[c * R + r % R] = v;
         }
     }
     out
@@ -160,8 +158,8 @@ impl CustomOp1 for SkinnyWeight {
         let x = slice::<f32>(storage, layout, "linear (x)")?;
         let rows = x.len() / self.inner;
         let blocks = rows.div_ceil(ROWS);
-        let interleaved = interleave(x, self.inner);
-        let strips = self.width / LANES;
+        let interleaved = interleave::<ROWS>(x, self.inner);
+        let strips = self.out.div_ceil(LANES);
         let tasks = rayon::current_num_threads().min(strips).max(1);
         let parts: Vec<(std::ops::Range<usize>, Vec<f32>)> = (0..tasks)
             .into_par_iter()

@@ -490,13 +490,14 @@ pub fn train_on(config: &RunConfig, provider: &dyn EnvProvider, out: &Path, resu
         seconds.scoring = t.elapsed().as_secs_f64();
 
         let t = Instant::now();
+        let temperature = scoring_temperature(config);
         if !samples.is_empty() {
-            let old = reply_logprobs(&models.model, &samples, rl.micro_batch, pad, scoring_temperature(config))?;
+            let old = reply_logprobs(&models.model, &samples, rl.micro_batch, pad, temperature)?;
             for (s, lp) in samples.iter_mut().zip(old) {
                 s.old = lp;
             }
             if loss.kl_coef != 0.0 {
-                let reference = reference_logprobs(&mut models, &samples, rl.micro_batch, pad, scoring_temperature(config))?;
+                let reference = reference_logprobs(&mut models, &samples, rl.micro_batch, pad, temperature)?;
                 for (s, lp) in samples.iter_mut().zip(reference) {
                     s.reference = lp;
                 }
@@ -517,7 +518,7 @@ pub fn train_on(config: &RunConfig, provider: &dyn EnvProvider, out: &Path, resu
                 micro_batch: rl.micro_batch,
                 max_grad_norm: rl.max_grad_norm,
                 pad,
-                temperature: scoring_temperature(config),
+                temperature,
                 seed: mix(seed, SEED_SHUFFLE),
                 bad_streak,
                 max_bad_updates: rl.max_bad_updates,

@@ -1,7 +1,12 @@
 //! What the update and sampling benchmarks share: the CPU preset's model shape
-//! (configs/cpu-l2.toml's `[scratch]`) and the process settings the `rlvmr` binary runs with.
+//! (configs/cpu-l2.toml's `[scratch]`), the process settings the `rlvmr` binary runs with,
+//! and the timing.
+
+// Each example that includes this module uses a part of it.
+#![allow(dead_code)]
 
 use policy::model::{Family, LlamaConfig};
+use std::time::Instant;
 
 /// configs/cpu-l2.toml's model made from nothing (1.3M parameters).
 pub fn model_config() -> LlamaConfig {
@@ -28,4 +33,21 @@ pub fn run_as_the_binary() {
         let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
         std::env::set_var("RAYON_NUM_THREADS", threads.to_string());
     }
+}
+
+/// The median of `repeats` values of `f` (seconds it measured itself), after one warm-up call.
+pub fn median(repeats: usize, mut f: impl FnMut() -> f64) -> f64 {
+    f();
+    let mut secs: Vec<f64> = (0..repeats).map(|_| f()).collect();
+    secs.sort_by(f64::total_cmp);
+    secs[repeats / 2]
+}
+
+/// The median seconds of `repeats` calls of `f`, after one warm-up call.
+pub fn time(repeats: usize, mut f: impl FnMut()) -> f64 {
+    median(repeats, || {
+        let start = Instant::now();
+        f();
+        start.elapsed().as_secs_f64()
+    })
 }
