@@ -16,14 +16,15 @@
 
 use crate::error::{PolicyError, Result};
 use crate::fused::{slice, visible_keys};
+use crate::simd::{madd, run_best, Kernel};
 use candle_core::{CpuStorage, CustomOp3, DType, Device, Layout, Shape, Tensor};
 use rayon::prelude::*;
 
 /// Queries scored together: each key vector loaded is used this many times.
-const QUERIES: usize = 4;
+pub(crate) const QUERIES: usize = 4;
 /// Keys scored together, and value columns weighed together: one 512-bit register of f32
 /// (two 256-bit ones).
-const LANES: usize = 16;
+pub(crate) const LANES: usize = 16;
 
 /// `softmax(scale * q k^T) v` over the keys each query may see, for `q: [b, g, r * t, d]`
 /// (`t` new queries of each of the `r` query heads sharing KV head `g`, stacked), and the keys
@@ -266,38 +267,24 @@ struct Head<'a> {
     scale: f32,
 }
 
+/// A [`Head`] with the output rows it writes, as a [`Kernel`].
+struct HeadInto<'a, 'h> {
+    head: &'a Head<'h>,
+    out: &'a mut [f32],
+}
+
+impl Kernel for HeadInto<'_, '_> {
+    #[inline(always)]
+    fn run<const FMA: bool>(self) {
+        self.head.run_generic::<FMA>(self.out)
+    }
+}
+
 impl Head<'_> {
     fn run(&self, out: &mut [f32]) {
-        #[cfg(target_arch = "x86_64")]
-        {
-            if std::arch::is_x86_feature_detected!("avx512f") {
-                // SAFETY: the CPU has the features the function is compiled for.
-                unsafe { self.run_avx512(out) };
-                return;
-            }
-            if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma") {
-                // SAFETY: as above.
-                unsafe { self.run_avx2(out) };
-                return;
-            }
-        }
-        self.run_generic::<false>(out)
+        run_best(HeadInto { head: self, out })
     }
 
-    #[cfg(target_arch = "x86_64")]
-    #[target_feature(enable = "avx512f,fma")]
-    unsafe fn run_avx512(&self, out: &mut [f32]) {
-        self.run_generic::<true>(out)
-    }
-
-    #[cfg(target_arch = "x86_64")]
-    #[target_feature(enable = "avx2,fma")]
-    unsafe fn run_avx2(&self, out: &mut [f32]) {
-        self.run_generic::<true>(out)
-    }
-
-    /// `FMA`: whether `a * b + c` may be one fused instruction (only where the CPU has it;
-    /// elsewhere `mul_add` is a slow library call).
     #[inline(always)]
     fn run_generic<const FMA: bool>(&self, out: &mut [f32]) {
         let d = self.d;
@@ -423,19 +410,10 @@ impl Head<'_> {
     }
 }
 
-#[inline(always)]
-fn madd<const FMA: bool>(a: f32, b: f32, c: f32) -> f32 {
-    if FMA {
-        a.mul_add(b, c)
-    } else {
-        a * b + c
-    }
-}
-
 /// `sum_j scores[i][j] * values[j * stride + column..][..LANES]` over the first `keys` rows
 /// of `values`, for each query `i` of the block.
 #[inline(always)]
-fn weigh_lanes<const FMA: bool>(
+pub(crate) fn weigh_lanes<const FMA: bool>(
     scores: &[f32],
     width: usize,
     keys: usize,
@@ -488,7 +466,7 @@ fn weigh_few<const FMA: bool>(
 /// (`[d][QUERIES]`) against `LANES` keys whose dimension `c` is `keys[c * stride..][..LANES]`
 /// (the first `count` of them are kept).
 #[inline(always)]
-fn score_lanes<const FMA: bool>(
+pub(crate) fn score_lanes<const FMA: bool>(
     by_dim: &[f32],
     keys: &[f32],
     stride: usize,
@@ -528,7 +506,7 @@ fn dot<const FMA: bool>(a: &[f32], b: &[f32]) -> f32 {
 
 /// `s = exp(scale * s - max)`, returning the sum (the softmax's denominator).
 #[inline(always)]
-fn exp_normalised(s: &mut [f32], scale: f32) -> f32 {
+pub(crate) fn exp_normalised(s: &mut [f32], scale: f32) -> f32 {
     let m = crate::fused::max_scaled(s, scale);
     for x in s.iter_mut() {
         *x = *x * scale - m;

@@ -8,9 +8,11 @@
 //! Tests compare values and gradients with the primitive versions in f64.
 
 use crate::error::Result;
-use crate::raw::RawFloat;
+use crate::raw::{with_slice, RawFloat};
+use crate::triangle;
 use candle_core::{CpuStorage, CustomOp1, CustomOp2, CustomOp3, DType, Layout, Shape, Tensor, D};
 use rayon::prelude::*;
+use std::sync::Mutex;
 
 type CResult<T> = candle_core::Result<T>;
 
@@ -346,11 +348,96 @@ pub fn causal_attention(q: &Tensor, k: &Tensor, v: &Tensor, scale: f64) -> Resul
         return Ok(probs.matmul(&v.contiguous()?)?);
     }
     let (q, k, v) = (q.contiguous()?, k.contiguous()?, v.contiguous()?);
+    if let Some(dims) = triangle_dims(&q, &k, &v)? {
+        let op = TriangleAttention { dims, scale: scale as f32, probs: Mutex::new(Vec::new()) };
+        return Ok(q.apply_op3(&k, &v, op)?);
+    }
     // candle hands a custom op's forward raw storage, so the forward runs here as tensor ops
     // on detached inputs and the op only puts its result into the graph with its backward.
     let probs = causal_softmax(&scores(&q.detach(), &k.detach())?, scale)?;
     let out = probs.matmul(&v.detach())?;
     Ok(q.apply_op3(&k, &v, CausalAttention { out, probs, scale })?)
+}
+
+/// The [`triangle`] kernels' shape for `q: [.., r * t, d]` and `k, v: [.., t, d]` when they
+/// serve it (f32, a head dimension of whole vector registers), else `None`.
+fn triangle_dims(q: &Tensor, k: &Tensor, v: &Tensor) -> Result<Option<triangle::Dims>> {
+    let (qd, kd) = (q.dims(), k.dims());
+    if q.dtype() != DType::F32 || kd.len() < 2 || qd.len() != kd.len() || k.dims() != v.dims() {
+        return Ok(None);
+    }
+    let (t, d) = (kd[kd.len() - 2], kd[kd.len() - 1]);
+    let blocks: usize = kd[..kd.len() - 2].iter().product();
+    let leading_agree = qd[..qd.len() - 2] == kd[..kd.len() - 2] && qd[qd.len() - 1] == d;
+    if !leading_agree || t == 0 || qd[qd.len() - 2] % t != 0 {
+        return Ok(None);
+    }
+    let dims = triangle::Dims { blocks, r: qd[qd.len() - 2] / t, t, d };
+    Ok(dims.served().then_some(dims))
+}
+
+/// [`causal_attention`] in f32 through [`crate::triangle`]: the forward runs in `cpu_fwd`
+/// and leaves the probabilities here for the backward.
+struct TriangleAttention {
+    dims: triangle::Dims,
+    scale: f32,
+    probs: Mutex<Vec<f32>>,
+}
+
+impl TriangleAttention {
+    fn probs(&self) -> CResult<std::sync::MutexGuard<'_, Vec<f32>>> {
+        self.probs
+            .lock()
+            .map_err(|_| candle_core::Error::Msg("causal attention: a thread panicked holding its probabilities".into()))
+    }
+}
+
+impl CustomOp3 for TriangleAttention {
+    fn name(&self) -> &'static str {
+        "policy-triangle-attention"
+    }
+    fn cpu_fwd(
+        &self,
+        qs: &CpuStorage,
+        ql: &Layout,
+        ks: &CpuStorage,
+        kl: &Layout,
+        vs: &CpuStorage,
+        vl: &Layout,
+    ) -> CResult<(CpuStorage, Shape)> {
+        let (q, k, v) = (slice::<f32>(qs, ql, "attention (q)")?, slice::<f32>(ks, kl, "attention (k)")?, slice::<f32>(vs, vl, "attention (v)")?);
+        let (out, probs) = triangle::forward(q, k, v, self.dims, self.scale);
+        *self.probs()? = probs;
+        Ok((CpuStorage::F32(out), ql.shape().clone()))
+    }
+    fn bwd(
+        &self,
+        q: &Tensor,
+        k: &Tensor,
+        v: &Tensor,
+        _out: &Tensor,
+        grad: &Tensor,
+    ) -> CResult<(Option<Tensor>, Option<Tensor>, Option<Tensor>)> {
+        let grad = grad.contiguous()?;
+        let probs = self.probs()?;
+        let grads = with_slice::<f32, _>(q, "attention (q)", |qs| {
+            with_slice::<f32, _>(k, "attention (k)", |ks| {
+                with_slice::<f32, _>(v, "attention (v)", |vs| {
+                    with_slice::<f32, _>(&grad, "attention (gradient)", |gs| {
+                        Ok(triangle::backward(qs, ks, vs, &probs, gs, self.dims, self.scale))
+                    })
+                })
+            })
+        })
+        .map_err(|e| candle_core::Error::Msg(e.to_string()))?;
+        let (dq, dk, dv) = grads;
+        let device = q.device();
+        Ok((
+            Some(Tensor::from_vec(dq, q.shape(), device)?),
+            Some(Tensor::from_vec(dk, k.shape(), device)?),
+            Some(Tensor::from_vec(dv, v.shape(), device)?),
+        ))
+    }
 }
 
 struct CausalAttention {
@@ -1309,6 +1396,46 @@ mod tests {
             },
             1e-12,
         );
+    }
+
+    /// The f32 path (`crate::triangle`, over the causal triangle only) against the primitive
+    /// ops in f64: values and the three input gradients, for shapes whose positions are no
+    /// whole number of register blocks, one to three query heads per KV head, and head
+    /// dimensions of one to four vector registers.
+    #[test]
+    fn causal_attention_in_f32_matches_primitive_ops_in_f64() {
+        let shapes: [(&[usize], usize, usize, usize); 6] =
+            [(&[1, 1], 1, 1, 16), (&[2, 3], 2, 5, 16), (&[1, 2], 3, 37, 32), (&[2], 2, 20, 64), (&[1, 1], 1, 16, 16), (&[3], 2, 70, 32)];
+        for (case, &(lead, r, t, d)) in shapes.iter().enumerate() {
+            let shape = |rows: usize| [lead, &[rows, d]].concat();
+            let seed = 100 + 3 * case as u64;
+            let inputs = [rand(&shape(r * t), seed), rand(&shape(t), seed + 1), rand(&shape(t), seed + 2)];
+            let weights = rand(&shape(r * t), seed + 3);
+            let run = |dtype: DType, attention: &dyn Fn(&[Tensor]) -> Tensor| {
+                let vars: Vec<Var> = inputs.iter().map(|x| Var::from_tensor(&x.to_dtype(dtype).unwrap()).unwrap()).collect();
+                let tensors: Vec<Tensor> = vars.iter().map(|v| v.as_tensor().clone()).collect();
+                let y = attention(&tensors);
+                let grads = (&y * weights.to_dtype(dtype).unwrap()).unwrap().sum_all().unwrap().backward().unwrap();
+                let mut out = vec![y.to_dtype(DType::F64).unwrap()];
+                out.extend(vars.iter().map(|v| grads.get(v.as_tensor()).expect("gradient").to_dtype(DType::F64).unwrap()));
+                out
+            };
+            let f32_inputs: Vec<Tensor> = inputs.iter().map(|x| x.to_dtype(DType::F32).unwrap()).collect();
+            assert!(triangle_dims(&f32_inputs[0], &f32_inputs[1], &f32_inputs[2]).unwrap().is_some(), "case {case}: not served");
+            let fast = run(DType::F32, &|t| causal_attention(&t[0], &t[1], &t[2], 0.4).unwrap());
+            let reference = run(DType::F64, &|t| {
+                let scores = t[0].matmul(&t[1].t().unwrap()).unwrap();
+                causal_softmax_primitive(&scores, 0.4).unwrap().matmul(&t[2]).unwrap()
+            });
+            for (what, (a, b)) in ["output", "dq", "dk", "dv"].iter().zip(fast.iter().zip(&reference)) {
+                let size = max_abs_diff(b, &b.zeros_like().unwrap());
+                let diff = max_abs_diff(a, b);
+                // One key gets probability 1 whatever the scores: no query or key gradient.
+                let constant = t == 1 && matches!(*what, "dq" | "dk");
+                assert!(constant || size > 1e-3, "case {case}, {what}: all zero");
+                assert!(diff < 2e-5 * size.max(1.0), "case {case} ({lead:?}, r {r}, t {t}, d {d}), {what}: differs by {diff} (size {size})");
+            }
+        }
     }
 
     #[test]

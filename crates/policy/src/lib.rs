@@ -25,8 +25,10 @@ pub mod ppo;
 mod raw;
 pub mod sample;
 pub mod scratch;
+mod simd;
 pub mod skinny;
 pub mod tokenizer;
+mod triangle;
 pub mod vexp;
 
 pub use error::{PolicyError, Result};

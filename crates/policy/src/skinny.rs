@@ -13,6 +13,7 @@
 
 use crate::error::{PolicyError, Result};
 use crate::fused::slice;
+use crate::simd::{madd, run_best, Kernel};
 use candle_core::{CpuStorage, CustomOp1, DType, Layout, Shape, Tensor};
 use rayon::prelude::*;
 
@@ -80,35 +81,9 @@ impl SkinnyWeight {
     /// `x` in blocks of [`ROWS`] rows interleaved (`[block][in][ROWS]`, see [`interleave`]);
     /// `y` holds those strips' columns only.
     fn strips(&self, x: &[f32], strips: std::ops::Range<usize>, y: &mut [f32]) {
-        #[cfg(target_arch = "x86_64")]
-        {
-            if std::arch::is_x86_feature_detected!("avx512f") {
-                // SAFETY: the CPU has the features the function is compiled for.
-                unsafe { self.strips_avx512(x, strips, y) };
-                return;
-            }
-            if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma") {
-                // SAFETY: as above.
-                unsafe { self.strips_avx2(x, strips, y) };
-                return;
-            }
-        }
-        self.strips_generic::<false>(x, strips, y)
+        run_best(Strips { weight: self, x, strips, y })
     }
 
-    #[cfg(target_arch = "x86_64")]
-    #[target_feature(enable = "avx512f,fma")]
-    unsafe fn strips_avx512(&self, x: &[f32], strips: std::ops::Range<usize>, y: &mut [f32]) {
-        self.strips_generic::<true>(x, strips, y)
-    }
-
-    #[cfg(target_arch = "x86_64")]
-    #[target_feature(enable = "avx2,fma")]
-    unsafe fn strips_avx2(&self, x: &[f32], strips: std::ops::Range<usize>, y: &mut [f32]) {
-        self.strips_generic::<true>(x, strips, y)
-    }
-
-    /// `FMA`: whether `a * b + c` may be one fused instruction.
     #[inline(always)]
     fn strips_generic<const FMA: bool>(&self, x: &[f32], strips: std::ops::Range<usize>, y: &mut [f32]) {
         let inner = self.inner;
@@ -122,7 +97,7 @@ impl SkinnyWeight {
                     let xs: &[f32; ROWS] = xs.try_into().expect("ROWS rows");
                     for (acc, &xi) in acc.iter_mut().zip(xs) {
                         for (a, &wl) in acc.iter_mut().zip(w) {
-                            *a = if FMA { xi.mul_add(wl, *a) } else { xi * wl + *a };
+                            *a = madd::<FMA>(xi, wl, *a);
                         }
                     }
                 }
@@ -147,6 +122,21 @@ pub(crate) fn interleave<const R: usize>(x: &[f32], inner: usize) -> Vec<f32> {
         }
     }
     out
+}
+
+/// [`SkinnyWeight::strips`]'s arguments, as a [`Kernel`].
+struct Strips<'a> {
+    weight: &'a SkinnyWeight,
+    x: &'a [f32],
+    strips: std::ops::Range<usize>,
+    y: &'a mut [f32],
+}
+
+impl Kernel for Strips<'_> {
+    #[inline(always)]
+    fn run<const FMA: bool>(self) {
+        self.weight.strips_generic::<FMA>(self.x, self.strips, self.y)
+    }
 }
 
 impl CustomOp1 for SkinnyWeight {

@@ -9,6 +9,8 @@
 //! value (tested against f64 over the whole range); `exp(-inf)` = 0, `exp(inf)` = inf,
 //! NaN stays NaN (a bad update must still show as one).
 
+use crate::simd::{run_best, Kernel};
+
 /// Below this `exp` underflows f32 (the result is 0).
 const LOWEST: f32 = -87.336_55;
 /// Above this `exp` overflows f32 (the result is inf).
@@ -66,34 +68,20 @@ fn exp_portable(xs: &mut [f32]) {
     }
 }
 
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f")]
-unsafe fn exp_avx512(xs: &mut [f32]) {
-    exp_portable(xs)
-}
+/// [`exp_portable`] as a [`Kernel`] (no `mul_add` in it: the result is the same whichever
+/// copy runs).
+struct Exp<'a>(&'a mut [f32]);
 
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-unsafe fn exp_avx2(xs: &mut [f32]) {
-    exp_portable(xs)
+impl Kernel for Exp<'_> {
+    #[inline(always)]
+    fn run<const FMA: bool>(self) {
+        exp_portable(self.0)
+    }
 }
 
 /// `x = exp(x)` for every element.
 pub fn exp_in_place(xs: &mut [f32]) {
-    #[cfg(target_arch = "x86_64")]
-    {
-        if std::arch::is_x86_feature_detected!("avx512f") {
-            // SAFETY: the CPU has the features the function is compiled for.
-            unsafe { exp_avx512(xs) };
-            return;
-        }
-        if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma") {
-            // SAFETY: as above.
-            unsafe { exp_avx2(xs) };
-            return;
-        }
-    }
-    exp_portable(xs)
+    run_best(Exp(xs))
 }
 
 #[cfg(test)]
