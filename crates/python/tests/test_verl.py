@@ -1,6 +1,6 @@
-"""rlvmr.verl: GRPO-MR on verl-shaped tensors (numpy here; torch tensors take the same path
-through `new_tensor`) against `rlvmr.score` on the same episodes, a case worked by hand, and
-bad input."""
+"""rlvmr.verl: GRPO-MR on verl-shaped tensors (numpy arrays, and torch tensors where torch
+is installed) against `rlvmr.score` on the same episodes, a case worked by hand, and bad
+input."""
 
 import math
 import random
@@ -100,6 +100,58 @@ def test_float32_in_float32_out():
     advantages, _ = compute_grpo_mr_advantage(rewards, np.ones_like(rewards), ["u", "u"], ["monitor", "monitor"], [0, 0])
     assert advantages.dtype == np.float32
     assert advantages[0, 0] == pytest.approx(1 / math.sqrt(2), rel=1e-5)
+
+
+def test_torch_tensors_in_torch_tensors_out():
+    """verl hands torch tensors: the advantages come back as tensors of the rewards' dtype and
+    device, equal to the numpy path, for float, bool and integer response masks (verl slices
+    them from attention masks) and with the uids as verl's numpy object array. Skipped where
+    torch is not installed (the CI venv); tools/test_python_torch.sh runs it."""
+    torch = pytest.importorskip("torch")
+    scored = rlvmr.score(synthetic_batch(seed=5))
+    order, rewards, mask = flatten(scored)
+    steps = [scored[e]["steps"][t] for e, t in order]
+    uids = np.array([scored[e]["uid"] for e, _ in order], dtype=object)
+    tags = [s["tag"] for s in steps]
+    want, _ = compute_grpo_mr_advantage(rewards, mask, uids, tags, [s["mr_reward"] for s in steps])
+    for dtype, tolerance in ((torch.float64, 1e-12), (torch.float32, 1e-5)):
+        for mask_dtype in (dtype, torch.bool, torch.int64):
+            token_rewards = torch.tensor(rewards, dtype=dtype)
+            mr_rewards = torch.tensor([s["mr_reward"] for s in steps], dtype=dtype)
+            advantages, returns = compute_grpo_mr_advantage(
+                token_rewards, torch.tensor(mask).to(mask_dtype), uids, tags, mr_rewards)
+            assert isinstance(advantages, torch.Tensor) and isinstance(returns, torch.Tensor)
+            assert advantages.dtype == dtype and advantages.device == token_rewards.device
+            assert tuple(advantages.shape) == rewards.shape
+            assert returns is not advantages and torch.equal(returns, advantages)
+            np.testing.assert_allclose(advantages.numpy(), want, rtol=tolerance, atol=tolerance)
+
+
+def test_outcome_term_equals_verl_grpo():
+    """With the tag term off (w = 0) GRPO-MR is GRPO: equal to verl's own
+    `compute_grpo_outcome_advantage` (verl.trainer.ppo.core_algos) on the same torch tensors,
+    with and without the division by the group's std, a group of one sample included.
+    Skipped where verl is not installed; tools/test_python_torch.sh runs it."""
+    torch = pytest.importorskip("torch")
+    core_algos = pytest.importorskip("verl.trainer.ppo.core_algos")
+    scored = rlvmr.score(synthetic_batch(seed=7, groups=4, per_group=5))
+    order, rewards, mask = flatten(scored)
+    steps = [scored[e]["steps"][t] for e, t in order]
+    # One more sample, alone in its group: verl takes mean 0 and std 1 there.
+    rewards = np.vstack([rewards, np.full((1, rewards.shape[1]), 0.5)])
+    mask = np.vstack([mask, np.ones((1, mask.shape[1]))])
+    uids = np.array([scored[e]["uid"] for e, _ in order] + ["alone"], dtype=object)
+    tags = [s["tag"] for s in steps] + ["monitor"]
+    mr_rewards = [s["mr_reward"] for s in steps] + [0.0]
+    token_rewards = torch.tensor(rewards, dtype=torch.float32)
+    response_mask = torch.tensor(mask, dtype=torch.float32)
+    for by_std, mode in ((True, "mean_std_norm"), (False, "mean_norm")):
+        theirs, _ = core_algos.compute_grpo_outcome_advantage(
+            token_rewards.clone(), response_mask, uids, epsilon=1e-6, norm_adv_by_std_in_grpo=by_std)
+        ours, _ = compute_grpo_mr_advantage(
+            token_rewards, response_mask, uids, tags, mr_rewards, step_advantage_w=0.0, mode=mode)
+        assert theirs.abs().max() > 0.5
+        torch.testing.assert_close(ours, theirs, rtol=1e-5, atol=1e-5)
 
 
 def test_meta_reasoning_rewards_from_step_samples_equal_score():
