@@ -15,7 +15,7 @@
 //! CPU; other dtypes and devices take the matmul path. No backward: sampling only.
 
 use crate::error::{PolicyError, Result};
-use crate::fused::{slice, visible_keys};
+use crate::fused::{attention_inputs, slice, visible_keys};
 use crate::simd::{madd, run_best, Kernel};
 use candle_core::{CpuStorage, CustomOp3, DType, Device, Layout, Shape, Tensor};
 use rayon::prelude::*;
@@ -123,7 +123,7 @@ impl CustomOp3 for PackedAttention {
         vs: &CpuStorage,
         vl: &Layout,
     ) -> candle_core::Result<(CpuStorage, Shape)> {
-        let (q, k_t, v) = (slice::<f32>(qs, ql, "attention (q)")?, slice::<f32>(ks, kl, "attention (k)")?, slice::<f32>(vs, vl, "attention (v)")?);
+        let (q, k_t, v) = attention_inputs((qs, ql), (ks, kl), (vs, vl))?;
         let dims = ql.shape().dims();
         let (heads, n, d) = (dims[1], dims[2], dims[3]);
         let per_kv = heads / kl.shape().dims()[1];

@@ -376,6 +376,15 @@ fn triangle_dims(q: &Tensor, k: &Tensor, v: &Tensor) -> Result<Option<triangle::
     Ok(dims.served().then_some(dims))
 }
 
+/// The contiguous f32 element slices of an attention op's `q`, `k` and `v`.
+pub(crate) fn attention_inputs<'a>(
+    q: (&'a CpuStorage, &Layout),
+    k: (&'a CpuStorage, &Layout),
+    v: (&'a CpuStorage, &Layout),
+) -> CResult<(&'a [f32], &'a [f32], &'a [f32])> {
+    Ok((slice(q.0, q.1, "attention (q)")?, slice(k.0, k.1, "attention (k)")?, slice(v.0, v.1, "attention (v)")?))
+}
+
 /// [`causal_attention`] in f32 through [`crate::triangle`]: the forward runs in `cpu_fwd`
 /// and leaves the probabilities here for the backward.
 struct TriangleAttention {
@@ -405,7 +414,7 @@ impl CustomOp3 for TriangleAttention {
         vs: &CpuStorage,
         vl: &Layout,
     ) -> CResult<(CpuStorage, Shape)> {
-        let (q, k, v) = (slice::<f32>(qs, ql, "attention (q)")?, slice::<f32>(ks, kl, "attention (k)")?, slice::<f32>(vs, vl, "attention (v)")?);
+        let (q, k, v) = attention_inputs((qs, ql), (ks, kl), (vs, vl))?;
         let (out, probs) = triangle::forward(q, k, v, self.dims, self.scale);
         *self.probs()? = probs;
         Ok((CpuStorage::F32(out), ql.shape().clone()))

@@ -62,6 +62,11 @@ impl Dims {
 /// `softmax(scale * q k^T) v` under the causal mask, for every block: returns the output
 /// (`[blocks, r * t, d]`) and the probabilities (`[blocks, r * t, stride]`).
 pub(crate) fn forward(q: &[f32], k: &[f32], v: &[f32], dims: Dims, scale: f32) -> (Vec<f32>, Vec<f32>) {
+    forward_by(q, k, v, dims, scale, |block: Forward<'_>| run_best(block))
+}
+
+/// [`forward`] with each block run by `run` (the tests run the portable copy).
+fn forward_by(q: &[f32], k: &[f32], v: &[f32], dims: Dims, scale: f32, run: impl Fn(Forward<'_>) + Sync) -> (Vec<f32>, Vec<f32>) {
     let (rows, t, d, stride) = (dims.rows(), dims.t, dims.d, dims.stride());
     let mut out = vec![0f32; dims.blocks * rows * d];
     let mut probs = vec![0f32; dims.blocks * rows * stride];
@@ -69,7 +74,7 @@ pub(crate) fn forward(q: &[f32], k: &[f32], v: &[f32], dims: Dims, scale: f32) -
         .zip(probs.par_chunks_mut(rows * stride))
         .enumerate()
         .for_each(|(b, (out, probs))| {
-            run_best(Forward {
+            run(Forward {
                 q: &q[b * rows * d..][..rows * d],
                 k: &k[b * t * d..][..t * d],
                 v: &v[b * t * d..][..t * d],
@@ -93,6 +98,21 @@ pub(crate) fn backward(
     dims: Dims,
     scale: f32,
 ) -> (Vec<f32>, Vec<f32>, Vec<f32>) {
+    backward_by(q, k, v, probs, dout, dims, scale, |block: Backward<'_>| run_best(block))
+}
+
+/// [`backward`] with each block run by `run`.
+#[allow(clippy::too_many_arguments)]
+fn backward_by(
+    q: &[f32],
+    k: &[f32],
+    v: &[f32],
+    probs: &[f32],
+    dout: &[f32],
+    dims: Dims,
+    scale: f32,
+    run: impl Fn(Backward<'_>) + Sync,
+) -> (Vec<f32>, Vec<f32>, Vec<f32>) {
     let (rows, t, d, stride) = (dims.rows(), dims.t, dims.d, dims.stride());
     let mut dq = vec![0f32; dims.blocks * rows * d];
     let mut dk = vec![0f32; dims.blocks * t * d];
@@ -101,7 +121,7 @@ pub(crate) fn backward(
         .zip(dk.par_chunks_mut(t * d).zip(dv.par_chunks_mut(t * d)))
         .enumerate()
         .for_each(|(b, (dq, (dk, dv)))| {
-            run_best(Backward {
+            run(Backward {
                 q: &q[b * rows * d..][..rows * d],
                 k: &k[b * t * d..][..t * d],
                 v: &v[b * t * d..][..t * d],
@@ -292,3 +312,41 @@ fn dot_f64(a: &[f32], b: &[f32]) -> f32 {
     (lanes.iter().sum::<f64>() + tail) as f32
 }
 
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::{Rng, SeedableRng};
+
+    fn seeded(n: usize, seed: u64) -> Vec<f32> {
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+        (0..n).map(|_| rng.gen_range(-2.0..2.0)).collect()
+    }
+
+    fn max_abs_diff(a: &[f32], b: &[f32]) -> f32 {
+        a.iter().zip(b).map(|(x, y)| (x - y).abs()).fold(0.0, f32::max)
+    }
+
+    /// The copy this CPU dispatches to (tested against the matmul path in `fused`) and the
+    /// portable copy without fused multiply-adds (what a CPU without AVX2 runs) agree to
+    /// rounding, forward and backward.
+    #[test]
+    fn portable_and_dispatched_copies_agree() {
+        let dims = Dims { blocks: 3, r: 2, t: 23, d: 32 };
+        let (rows, kv) = (dims.blocks * dims.rows() * dims.d, dims.blocks * dims.t * dims.d);
+        let (q, k, v, dout) = (seeded(rows, 1), seeded(kv, 2), seeded(kv, 3), seeded(rows, 4));
+        let (out, probs) = forward(&q, &k, &v, dims, 0.3);
+        let (out_p, probs_p) = forward_by(&q, &k, &v, dims, 0.3, |block: Forward<'_>| block.run::<false>());
+        assert!(max_abs_diff(&out, &out_p) < 1e-5 && max_abs_diff(&probs, &probs_p) < 1e-6);
+        let grads = backward(&q, &k, &v, &probs, &dout, dims, 0.3);
+        let grads_p = backward_by(&q, &k, &v, &probs, &dout, dims, 0.3, |block: Backward<'_>| block.run::<false>());
+        for (a, b) in [(&grads.0, &grads_p.0), (&grads.1, &grads_p.1), (&grads.2, &grads_p.2)] {
+            let size = b.iter().fold(0f32, |m, x| m.max(x.abs()));
+            assert!(size > 0.1 && max_abs_diff(a, b) < 1e-5 * size, "{} of {size}", max_abs_diff(a, b));
+        }
+        // Past each row's last key the probabilities are 0 (the key gradients read them).
+        for (i, row) in probs.chunks_exact(dims.stride()).enumerate() {
+            assert!(row[dims.seen(i % dims.rows())..].iter().all(|&p| p == 0.0), "row {i}");
+        }
+    }
+}
