@@ -1,4 +1,4 @@
-# Sourced by tools/test_python.sh and tools/bench_python.sh: a venv of pinned PyPI packages
+# Sourced by tools/test_python.sh, tools/test_python_torch.sh and tools/bench_python.sh: a venv of pinned PyPI packages
 # with the rlvmr wheel built into it. Run from the repository root.
 
 # pinned_venv VENV PINS: makes VENV with PINS (space-separated `name==version`) unless it
@@ -21,4 +21,19 @@ install_rlvmr_wheel() {
     (cd crates/python && "$venv/bin/maturin" build --release --quiet -o "$wheels" -i "$venv/bin/python")
     "$venv/bin/pip" install --quiet --disable-pip-version-check --force-reinstall --no-deps "$wheels"/rlvmr-*.whl
     rm -rf "$wheels"
+}
+
+# run_python_tests VENV [PYTEST ARGS...]: builds the wheel into VENV and runs the package's
+# pytest suite against the release CLI (RLVMR_BIN, built when unset) and the ALFWorld data
+# (ALFWORLD_DATA, default ../shared/alfworld).
+run_python_tests() {
+    local venv=$1
+    shift
+    if [ -z "${RLVMR_BIN:-}" ]; then
+        cargo build --release -q -p rlvmr
+        export RLVMR_BIN=$PWD/target/release/rlvmr
+    fi
+    export ALFWORLD_DATA=${ALFWORLD_DATA:-$PWD/../shared/alfworld}
+    install_rlvmr_wheel "$venv"
+    "$venv/bin/python" -m pytest -q -p no:cacheprovider crates/python/tests "$@"
 }

@@ -10,17 +10,11 @@
 # (default target/release/rlvmr, built when missing). ALFWORLD_DATA: default ../shared/alfworld.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-root=$PWD
 cache=${RLVMR_CACHE:-$HOME/.cache/rlvmr}
 venv=$cache/python-venv
-# numpy: verl's advantage function works on arrays (torch tensors take the same path).
+# numpy: verl's advantage function works on arrays (its torch tests skip here and run in
+# tools/test_python_torch.sh).
 # shellcheck source=tools/python_venv.sh
 source tools/python_venv.sh
 pinned_venv "$venv" "maturin==1.16.0 pytest==9.2.0 pyyaml==6.0.2 numpy==2.1.3"
-if [ -z "${RLVMR_BIN:-}" ]; then
-    cargo build --release -q -p rlvmr
-    export RLVMR_BIN=$root/target/release/rlvmr
-fi
-export ALFWORLD_DATA=${ALFWORLD_DATA:-$root/../shared/alfworld}
-install_rlvmr_wheel "$venv"
-"$venv/bin/python" -m pytest -q -p no:cacheprovider crates/python/tests "$@"
+run_python_tests "$venv" "$@"

@@ -10,7 +10,6 @@
 # The venv lives in $RLVMR_CACHE/python-torch-venv (default ~/.cache/rlvmr) and is made once.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-root=$PWD
 cache=${RLVMR_CACHE:-$HOME/.cache/rlvmr}
 venv=$cache/python-torch-venv
 # shellcheck source=tools/python_venv.sh
@@ -19,11 +18,5 @@ source tools/python_venv.sh
 # (vLLM, wandb, datasets, ...: its trainer is not run here).
 pinned_venv "$venv" "maturin==1.16.0 pytest==9.2.0 pyyaml==6.0.2 numpy==2.1.3 torch==2.12.1 tensordict==0.6.2 ray==2.60.0 pandas==3.1.1 omegaconf==2.4.0 transformers==5.24.0 setuptools==69.5.1"
 "$venv/bin/python" -c 'import verl' 2>/dev/null || "$venv/bin/pip" install --quiet --disable-pip-version-check --no-deps verl==0.4.1
-if [ -z "${RLVMR_BIN:-}" ]; then
-    cargo build --release -q -p rlvmr
-    export RLVMR_BIN=$root/target/release/rlvmr
-fi
-export ALFWORLD_DATA=${ALFWORLD_DATA:-$root/../shared/alfworld}
-install_rlvmr_wheel "$venv"
 "$venv/bin/python" -c 'import torch, verl; print("torch", torch.__version__, "verl", verl.__version__)'
-"$venv/bin/python" -m pytest -q -p no:cacheprovider crates/python/tests "$@"
+run_python_tests "$venv" "$@"

@@ -53,6 +53,11 @@ impl Dims {
     fn width(&self) -> usize {
         self.t.div_ceil(LANES) * LANES
     }
+    /// Block `b`'s rows of `q` (`[r * t, d]`) and of `k` and `v` (`[t, d]`).
+    fn inputs_of<'a>(&self, b: usize, q: &'a [f32], k: &'a [f32], v: &'a [f32]) -> (&'a [f32], &'a [f32], &'a [f32]) {
+        let (queries, keys) = (self.rows() * self.d, self.t * self.d);
+        (&q[b * queries..][..queries], &k[b * keys..][..keys], &v[b * keys..][..keys])
+    }
     /// The keys row `row` of a block sees.
     fn seen(&self, row: usize) -> usize {
         row % self.t + 1
@@ -67,17 +72,18 @@ pub(crate) fn forward(q: &[f32], k: &[f32], v: &[f32], dims: Dims, scale: f32) -
 
 /// [`forward`] with each block run by `run` (the tests run the portable copy).
 fn forward_by(q: &[f32], k: &[f32], v: &[f32], dims: Dims, scale: f32, run: impl Fn(Forward<'_>) + Sync) -> (Vec<f32>, Vec<f32>) {
-    let (rows, t, d, stride) = (dims.rows(), dims.t, dims.d, dims.stride());
+    let (rows, d, stride) = (dims.rows(), dims.d, dims.stride());
     let mut out = vec![0f32; dims.blocks * rows * d];
     let mut probs = vec![0f32; dims.blocks * rows * stride];
     out.par_chunks_mut(rows * d)
         .zip(probs.par_chunks_mut(rows * stride))
         .enumerate()
         .for_each(|(b, (out, probs))| {
+            let (q, k, v) = dims.inputs_of(b, q, k, v);
             run(Forward {
-                q: &q[b * rows * d..][..rows * d],
-                k: &k[b * t * d..][..t * d],
-                v: &v[b * t * d..][..t * d],
+                q,
+                k,
+                v,
                 dims,
                 scale,
                 out,
@@ -121,10 +127,11 @@ fn backward_by(
         .zip(dk.par_chunks_mut(t * d).zip(dv.par_chunks_mut(t * d)))
         .enumerate()
         .for_each(|(b, (dq, (dk, dv)))| {
+            let (q, k, v) = dims.inputs_of(b, q, k, v);
             run(Backward {
-                q: &q[b * rows * d..][..rows * d],
-                k: &k[b * t * d..][..t * d],
-                v: &v[b * t * d..][..t * d],
+                q,
+                k,
+                v,
                 probs: &probs[b * rows * stride..][..rows * stride],
                 dout: &dout[b * rows * d..][..rows * d],
                 dims,
