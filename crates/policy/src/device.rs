@@ -18,11 +18,26 @@ pub fn parse(spec: &str) -> Result<Device> {
         "cuda" => cuda(0),
         _ => match spec.strip_prefix("cuda:").map(str::parse::<usize>) {
             Some(Ok(ordinal)) => cuda(ordinal),
-            _ => Err(PolicyError::Input(format!(
-                "unknown device {spec:?}: expected cpu, cuda, cuda:N or auto"
-            ))),
+            _ => Err(unknown(spec)),
         },
     }
+}
+
+/// Checks a device name without opening the device: `parse` would accept it on a machine
+/// that has the device (a `cuda` name also needs a build with the `cuda` feature).
+pub fn check(spec: &str) -> Result<()> {
+    match spec.trim() {
+        "cpu" | "auto" => Ok(()),
+        "cuda" => cuda_build(),
+        other => match other.strip_prefix("cuda:").map(str::parse::<usize>) {
+            Some(Ok(_)) => cuda_build(),
+            _ => Err(unknown(other)),
+        },
+    }
+}
+
+fn unknown(spec: &str) -> PolicyError {
+    PolicyError::Input(format!("unknown device {spec:?}: expected cpu, cuda, cuda:N or auto"))
 }
 
 /// The device named by `$RLVMR_DEVICE`, or the CPU when it is unset.
@@ -42,13 +57,17 @@ fn auto() -> Device {
     Device::Cpu
 }
 
-fn cuda(ordinal: usize) -> Result<Device> {
-    if !cfg!(feature = "cuda") {
-        return Err(PolicyError::Input(
-            "this build has no CUDA support: rebuild with `--features cuda` (tools/cuda/build.sh)"
-                .into(),
-        ));
+fn cuda_build() -> Result<()> {
+    if cfg!(feature = "cuda") {
+        return Ok(());
     }
+    Err(PolicyError::Input(
+        "this build has no CUDA support: rebuild with `--features cuda` (tools/cuda/build.sh)".into(),
+    ))
+}
+
+fn cuda(ordinal: usize) -> Result<Device> {
+    cuda_build()?;
     Device::new_cuda(ordinal)
         .map_err(|e| PolicyError::Input(format!("cannot open CUDA device {ordinal}: {e}")))
 }
@@ -67,6 +86,18 @@ mod tests {
     }
 
     #[test]
+    fn check_agrees_with_parse_on_names() {
+        for good in ["cpu", " auto ", "cpu\n"] {
+            check(good).unwrap();
+        }
+        for bad in ["tpu", "cuda:", "cuda:-1", "gpu:0", ""] {
+            let err = check(bad).unwrap_err().to_string();
+            assert!(err.contains("expected cpu, cuda, cuda:N or auto"), "{bad:?}: {err}");
+        }
+        assert_eq!(check("cuda:1").is_ok(), cfg!(feature = "cuda"));
+    }
+
+    #[test]
     fn auto_falls_back_to_cpu_without_a_gpu() {
         let device = parse("auto").unwrap();
         if !cfg!(feature = "cuda") {
@@ -78,6 +109,8 @@ mod tests {
     #[test]
     fn cuda_without_the_feature_says_how_to_build_it() {
         let err = parse("cuda").unwrap_err().to_string();
+        assert!(err.contains("--features cuda"), "{err}");
+        let err = check("cuda:0").unwrap_err().to_string();
         assert!(err.contains("--features cuda"), "{err}");
     }
 }

@@ -105,6 +105,9 @@ pub struct ModelSection {
     pub path: String,
     /// Decode with a Q8_0 copy of the weights (CPU speed; log-probs are the copy's).
     pub quantized_decode: bool,
+    /// Where the model lives while it samples and trains: `cpu`, `cuda` (GPU 0), `cuda:N`, or
+    /// `auto` (the first GPU of a `cuda` build when there is one, else the CPU).
+    pub device: String,
     /// Where the model is served (backend `openai`).
     pub server: ServerSection,
 }
@@ -118,6 +121,7 @@ impl Default for ModelSection {
             backend: "local".into(),
             path: policy::assets::DEFAULT_MODEL_NAME.into(),
             quantized_decode: false,
+            device: "cpu".into(),
             server: ServerSection::default(),
         }
     }
@@ -142,7 +146,12 @@ impl ModelSection {
         if self.path.trim().is_empty() {
             return Err(TrainerError::value("model.path", "must name a model"));
         }
-        Ok(())
+        policy::device::check(&self.device).map_err(|e| TrainerError::value("model.device", e.to_string()))
+    }
+
+    /// Opens `device`; the error names the key.
+    pub fn device(&self) -> Result<candle_core::Device> {
+        policy::device::parse(&self.device).map_err(|e| TrainerError::value("model.device", e.to_string()))
     }
 
     /// Refuses a served model where weights are needed (`what`: the command).
@@ -837,5 +846,21 @@ mod tests {
         assert!(err("[run]\nname = \"a/b\"\n").contains("run.name"));
         let e = err("[rollout]\ngroup_size = \"eight\"\n");
         assert!(e.contains("group_size") || e.contains("line 2"), "{e}");
+    }
+
+    #[test]
+    fn the_device_is_checked_when_the_config_is_read() {
+        let e = err("[model]\ndevice = \"tpu\"\n");
+        assert!(e.contains("model.device") && e.contains("\"tpu\""), "{e}");
+        let cpu = RunConfig::from_toml("[model]\ndevice = \"cpu\"\n").unwrap();
+        assert!(cpu.model.device().unwrap().is_cpu());
+        // A GPU preset read by a build without CUDA says how to get one.
+        match RunConfig::from_toml("[model]\ndevice = \"cuda:0\"\n") {
+            Ok(_) => assert!(policy::device::check("cuda").is_ok(), "a build with CUDA"),
+            Err(e) => {
+                let e = e.to_string();
+                assert!(e.contains("model.device") && e.contains("--features cuda"), "{e}");
+            }
+        }
     }
 }

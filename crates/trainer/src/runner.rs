@@ -57,7 +57,7 @@ pub fn make_policy(
             config.served_sampling(temperature),
         )?)),
         model => {
-            let (llama, tokenizer) = sft::load_model(model)?;
+            let (llama, tokenizer) = sft::load_model(model, config)?;
             Ok(Box::new(ModelPolicy::new(
                 model,
                 llama,

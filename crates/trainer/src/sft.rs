@@ -9,7 +9,7 @@ use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use candle_core::{DType, Device, Tensor};
+use candle_core::{DType, Tensor};
 use policy::chat::{apply_chatml, ChatMessage, IM_END};
 use policy::logprobs::{response_scores, ResponseBatch};
 use policy::optim::Accumulator;
@@ -64,9 +64,9 @@ pub fn read_samples(path: &Path) -> Result<Vec<SftSample>> {
 }
 
 /// Loads a model to train or play: a checkpoint or Hugging Face folder, a GGUF file, or the
-/// embedded default's name.
-pub fn load_model(path: &str) -> Result<(Llama, Tokenizer)> {
-    Ok(policy::load_model(path, DType::F32, &Device::Cpu)?)
+/// embedded default's name, onto the device `[model] device` names.
+pub fn load_model(path: &str, config: &RunConfig) -> Result<(Llama, Tokenizer)> {
+    Ok(policy::load_model(path, DType::F32, &config.model.device()?)?)
 }
 
 /// The model an SFT run starts from: `model.path` loaded, or for `scratch` a BPE tokenizer
@@ -78,17 +78,17 @@ pub fn initial_model(
     resume: Option<&Path>,
 ) -> Result<(Llama, Tokenizer)> {
     if config.model.path != SCRATCH_MODEL {
-        return load_model(&config.model.path);
+        return load_model(&config.model.path, config);
     }
     if let Some(checkpoint) = resume {
-        return load_model(&checkpoint.display().to_string());
+        return load_model(&checkpoint.display().to_string(), config);
     }
     let texts: Vec<String> = samples.iter().map(chat_text).collect();
     Ok(policy::scratch::create(
         &config.scratch,
         texts.iter().map(String::as_str),
         config.run.seed,
-        &Device::Cpu,
+        &config.model.device()?,
     )?)
 }
 
