@@ -8,36 +8,51 @@ use crate::error::{PolicyError, Result};
 /// (tests read it too, so the same suite runs on a GPU machine).
 pub const DEVICE_ENV: &str = "RLVMR_DEVICE";
 
+/// A device name, read but not opened.
+enum Name {
+    Cpu,
+    Auto,
+    Cuda(usize),
+}
+
+/// Reads `cpu`, `auto`, `cuda` (GPU 0) or `cuda:N`; a `cuda` name also needs a build with the
+/// `cuda` feature.
+fn name(spec: &str) -> Result<Name> {
+    let spec = spec.trim();
+    let name = match spec {
+        "cpu" => Name::Cpu,
+        "auto" => Name::Auto,
+        "cuda" => Name::Cuda(0),
+        _ => match spec.strip_prefix("cuda:").map(str::parse::<usize>) {
+            Some(Ok(ordinal)) => Name::Cuda(ordinal),
+            _ => {
+                return Err(PolicyError::Input(format!(
+                    "unknown device {spec:?}: expected cpu, cuda, cuda:N or auto"
+                )))
+            }
+        },
+    };
+    if matches!(name, Name::Cuda(_)) {
+        cuda_build()?;
+    }
+    Ok(name)
+}
+
 /// Parse a device name: `cpu`, `cuda` (GPU 0), `cuda:N`, or `auto` (the first GPU when the
 /// binary was built with `cuda` and one is present, else the CPU).
 pub fn parse(spec: &str) -> Result<Device> {
-    let spec = spec.trim();
-    match spec {
-        "cpu" => Ok(Device::Cpu),
-        "auto" => Ok(auto()),
-        "cuda" => cuda(0),
-        _ => match spec.strip_prefix("cuda:").map(str::parse::<usize>) {
-            Some(Ok(ordinal)) => cuda(ordinal),
-            _ => Err(unknown(spec)),
-        },
+    match name(spec)? {
+        Name::Cpu => Ok(Device::Cpu),
+        Name::Auto => Ok(auto()),
+        Name::Cuda(ordinal) => Device::new_cuda(ordinal)
+            .map_err(|e| PolicyError::Input(format!("cannot open CUDA device {ordinal}: {e}"))),
     }
 }
 
 /// Checks a device name without opening the device: `parse` would accept it on a machine
-/// that has the device (a `cuda` name also needs a build with the `cuda` feature).
+/// that has the device.
 pub fn check(spec: &str) -> Result<()> {
-    match spec.trim() {
-        "cpu" | "auto" => Ok(()),
-        "cuda" => cuda_build(),
-        other => match other.strip_prefix("cuda:").map(str::parse::<usize>) {
-            Some(Ok(_)) => cuda_build(),
-            _ => Err(unknown(other)),
-        },
-    }
-}
-
-fn unknown(spec: &str) -> PolicyError {
-    PolicyError::Input(format!("unknown device {spec:?}: expected cpu, cuda, cuda:N or auto"))
+    name(spec).map(|_| ())
 }
 
 /// The device named by `$RLVMR_DEVICE`, or the CPU when it is unset.
@@ -64,12 +79,6 @@ fn cuda_build() -> Result<()> {
     Err(PolicyError::Input(
         "this build has no CUDA support: rebuild with `--features cuda` (tools/cuda/build.sh)".into(),
     ))
-}
-
-fn cuda(ordinal: usize) -> Result<Device> {
-    cuda_build()?;
-    Device::new_cuda(ordinal)
-        .map_err(|e| PolicyError::Input(format!("cannot open CUDA device {ordinal}: {e}")))
 }
 
 #[cfg(test)]

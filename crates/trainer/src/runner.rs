@@ -57,7 +57,7 @@ pub fn make_policy(
             config.served_sampling(temperature),
         )?)),
         model => {
-            let (llama, tokenizer) = sft::load_model(model, config)?;
+            let (llama, tokenizer) = sft::load_model(model, &config.model.device()?)?;
             Ok(Box::new(ModelPolicy::new(
                 model,
                 llama,

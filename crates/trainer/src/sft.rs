@@ -9,7 +9,7 @@ use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use candle_core::{DType, Tensor};
+use candle_core::{DType, Device, Tensor};
 use policy::chat::{apply_chatml, ChatMessage, IM_END};
 use policy::logprobs::{response_scores, ResponseBatch};
 use policy::optim::Accumulator;
@@ -64,9 +64,10 @@ pub fn read_samples(path: &Path) -> Result<Vec<SftSample>> {
 }
 
 /// Loads a model to train or play: a checkpoint or Hugging Face folder, a GGUF file, or the
-/// embedded default's name, onto the device `[model] device` names.
-pub fn load_model(path: &str, config: &RunConfig) -> Result<(Llama, Tokenizer)> {
-    Ok(policy::load_model(path, DType::F32, &config.model.device()?)?)
+/// embedded default's name, onto `device` (`[model] device`, opened once by the caller: models
+/// that meet in one computation must share the device they were opened on).
+pub fn load_model(path: &str, device: &Device) -> Result<(Llama, Tokenizer)> {
+    Ok(policy::load_model(path, DType::F32, device)?)
 }
 
 /// The model an SFT run starts from: `model.path` loaded, or for `scratch` a BPE tokenizer
@@ -77,18 +78,19 @@ pub fn initial_model(
     samples: &[SftSample],
     resume: Option<&Path>,
 ) -> Result<(Llama, Tokenizer)> {
+    let device = config.model.device()?;
     if config.model.path != SCRATCH_MODEL {
-        return load_model(&config.model.path, config);
+        return load_model(&config.model.path, &device);
     }
     if let Some(checkpoint) = resume {
-        return load_model(&checkpoint.display().to_string(), config);
+        return load_model(&checkpoint.display().to_string(), &device);
     }
     let texts: Vec<String> = samples.iter().map(chat_text).collect();
     Ok(policy::scratch::create(
         &config.scratch,
         texts.iter().map(String::as_str),
         config.run.seed,
-        &config.model.device()?,
+        &device,
     )?)
 }
 

@@ -131,7 +131,7 @@ fn options(server: &LlamaServer) -> ServedOptions {
 /// Our decoder's greedy reply to `prompt`, rendered as the GGUF's template renders a chat
 /// of one user message.
 fn local_greedy_reply(gguf: &Path, prompt: &str) -> String {
-    let (model, tokenizer) = trainer::sft::load_model(&gguf.display().to_string(), &trainer::config::RunConfig::default()).unwrap();
+    let (model, tokenizer) = trainer::sft::load_model(&gguf.display().to_string(), &candle_core::Device::Cpu).unwrap();
     let chat = [ChatMessage::system(SMOLLM2_DEFAULT_SYSTEM), ChatMessage::user(prompt)];
     let ids = tokenizer.encode(&apply_chatml(&chat, true)).unwrap();
     let opts = SampleOptions {

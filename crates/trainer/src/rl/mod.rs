@@ -236,7 +236,8 @@ struct Models {
 }
 
 fn load_models(config: &RunConfig, init: &str) -> Result<Models> {
-    let (mut model, tokenizer) = sft::load_model(init, config)?;
+    let device = config.model.device()?;
+    let (mut model, tokenizer) = sft::load_model(init, &device)?;
     let lora = config.rl.lora_config()?;
     if let Some(lora) = lora.clone() {
         let adapters = LoraAdapters::new(
@@ -249,7 +250,7 @@ fn load_models(config: &RunConfig, init: &str) -> Result<Models> {
         model.attach_lora(adapters)?;
     }
     let reference = if config.rl.kl_coef > 0.0 && lora.is_none() {
-        Some(sft::load_model(init, config)?.0)
+        Some(sft::load_model(init, &device)?.0)
     } else {
         None
     };
