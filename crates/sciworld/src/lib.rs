@@ -32,5 +32,5 @@ pub use jvm::JvmConfig;
 pub use pool::start_envs;
 pub use tasks::{
     check_variation, resolve_task, tasks, Level, OfficialSplit, Phase, TaskInfo, TaskVariation,
-    L2_HELD_OUT, NUM_TASKS, UNUSED_TASK,
+    L2_HELD_OUT, NONDETERMINISTIC_TASKS, NUM_TASKS, UNUSED_TASK,
 };

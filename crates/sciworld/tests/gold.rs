@@ -1,13 +1,22 @@
 //! Gold paths reach 100 on the first test variation of every task, with the real simulator.
-//! Two workers (a gold JVM and a playing JVM each) share the 30 tasks.
+//! Two workers (a gold JVM and a playing JVM each) share the 30 tasks. A task whose outcome
+//! differs run to run with the same commands (`NONDETERMINISTIC_TASKS`: bees, circuit order)
+//! gets up to `ATTEMPTS` episodes and passes when one reaches 100; any other task gets one.
 //! `SCIWORLD_GOLD_PER_TASK=N` checks the first N test variations per task instead of 1
 //! (minutes; not for CI).
 
 use std::sync::Mutex;
 
-use sciworld::{replay_gold, tasks, EnvConfig, GoldOracle, OfficialSplit, SciWorldEnv};
+use sciworld::{
+    replay_gold, tasks, EnvConfig, GoldCheck, GoldOracle, OfficialSplit, SciWorldEnv,
+    NONDETERMINISTIC_TASKS,
+};
 
 const WORKERS: usize = 2;
+/// grow-fruit's gold path (test variation 93) once ended at score 46, not done, in a run of
+/// this test; the same command passed three times right after. Four episodes make such a
+/// spurious failure rare.
+const ATTEMPTS: usize = 4;
 
 #[test]
 fn gold_paths_reach_100_on_a_test_variation_of_every_task() {
@@ -34,7 +43,7 @@ fn gold_paths_reach_100_on_a_test_variation_of_every_task() {
                 let mut oracle = GoldOracle::new(&config).unwrap();
                 let mut env = SciWorldEnv::new(config.clone()).unwrap();
                 while let Some((task, variation)) = queue.lock().unwrap().pop() {
-                    let check = replay_gold(&mut oracle, &mut env, task, variation);
+                    let check = replay_until_won(&mut oracle, &mut env, task, variation);
                     results.lock().unwrap().push((task, variation, check));
                 }
             });
@@ -45,7 +54,7 @@ fn gold_paths_reach_100_on_a_test_variation_of_every_task() {
     let failures: Vec<String> = results
         .iter()
         .filter_map(|(task, variation, check)| match check {
-            Ok(c) if c.score == 100 && c.done && c.actions > 0 => None,
+            Ok(c) if won(c) => None,
             Ok(c) => Some(format!(
                 "{task} {variation}: score {} done {} after {} actions",
                 c.score, c.done, c.actions
@@ -54,4 +63,27 @@ fn gold_paths_reach_100_on_a_test_variation_of_every_task() {
         })
         .collect();
     assert!(failures.is_empty(), "{failures:#?}");
+}
+
+fn won(check: &GoldCheck) -> bool {
+    check.score == 100 && check.done && check.actions > 0
+}
+
+/// One gold episode, or up to [`ATTEMPTS`] for a nondeterministic task until one is won;
+/// the last episode's check is returned.
+fn replay_until_won(
+    oracle: &mut GoldOracle,
+    env: &mut SciWorldEnv,
+    task: &str,
+    variation: usize,
+) -> sciworld::Result<GoldCheck> {
+    let attempts = if NONDETERMINISTIC_TASKS.contains(&task) { ATTEMPTS } else { 1 };
+    let mut check = replay_gold(oracle, env, task, variation);
+    for _ in 1..attempts {
+        if !matches!(&check, Ok(c) if !won(c)) {
+            break;
+        }
+        check = replay_gold(oracle, env, task, variation);
+    }
+    check
 }
