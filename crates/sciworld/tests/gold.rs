@@ -80,10 +80,11 @@ fn replay_until_won(
     let attempts = if NONDETERMINISTIC_TASKS.contains(&task) { ATTEMPTS } else { 1 };
     let mut check = replay_gold(oracle, env, task, variation);
     for _ in 1..attempts {
-        if !matches!(&check, Ok(c) if !won(c)) {
-            break;
+        match &check {
+            // Only a lost episode is played again; an error is a failure of its own.
+            Ok(c) if !won(c) => check = replay_gold(oracle, env, task, variation),
+            _ => break,
         }
-        check = replay_gold(oracle, env, task, variation);
     }
     check
 }
