@@ -2,7 +2,10 @@
 # Issue 15's comparison: RLVMR, GRPO, GiGPO, GRPO with the four tags but no meta-reasoning
 # rewards, and SFT only, on ALFWorld L2 with the main job's budget (configs/cpu-l2.toml).
 #
-#   tools/compare.sh [OUT]      (default runs/compare; SEEDS="0 1 2", CONFIG=configs/cpu-l2.toml)
+#   tools/compare.sh [OUT]      (default runs/compare; SEEDS="0 1 2", OTHER_SEEDS="0",
+#                                CONFIG=configs/cpu-l2.toml)
+#
+# SEEDS are RLVMR's and GRPO's seeds, OTHER_SEEDS GRPO-tagged's and GiGPO's (seed 0 always runs).
 #
 # One cold start (the same episodes, seed 0) written twice: in RLVMR's tagged format and in
 # the `<think>` format of the published baselines; one SFT of each. RLVMR and GRPO-tagged
@@ -15,6 +18,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT=${1:-runs/compare}
 SEEDS=${SEEDS:-"0 1 2"}
+OTHER_SEEDS=${OTHER_SEEDS:-"0"}
 CONFIG=${CONFIG:-configs/cpu-l2.toml}
 mkdir -p "$OUT"
 cargo build --release -q -p rlvmr
@@ -62,6 +66,9 @@ lane() {
     train "$second-seed0" "$OUT/$style.toml" "${second%-tagged}" "$sft" 0
     for seed in $SEEDS; do
         [ "$seed" = 0 ] || train "$first-seed$seed" "$OUT/$style.toml" "$first" "$sft" "$seed"
+    done
+    for seed in $OTHER_SEEDS; do
+        [ "$seed" = 0 ] || train "$second-seed$seed" "$OUT/$style.toml" "${second%-tagged}" "$sft" "$seed"
     done
 }
 
