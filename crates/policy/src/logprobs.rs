@@ -106,12 +106,16 @@ pub struct TokenScores {
 
 /// Differentiable per-token log-probs and entropies of `input_ids` (`[batch, seq]`, seq >= 2).
 pub fn token_scores(model: &Llama, input_ids: &Tensor) -> Result<TokenScores> {
-    let (_, t) = input_ids.dims2()?;
-    if t < 2 {
-        return Err(PolicyError::Input("need at least 2 tokens to score".into()));
-    }
+    check_scorable(input_ids)?;
+    token_scores_of_hidden(model, input_ids, &model.hidden(input_ids)?)
+}
+
+/// [`token_scores`] from the final hidden states `hidden` of `input_ids` ([`Llama::hidden`];
+/// [`Llama::backward_recomputed`] hands them to its loss).
+pub fn token_scores_of_hidden(model: &Llama, input_ids: &Tensor, hidden: &Tensor) -> Result<TokenScores> {
+    let t = check_scorable(input_ids)?;
     let (b, h) = (input_ids.dim(0)?, model.config().hidden_size);
-    let hidden = model.hidden(input_ids)?.narrow(1, 0, t - 1)?;
+    let hidden = hidden.narrow(1, 0, t - 1)?;
     let targets = input_ids.narrow(1, 1, t - 1)?.flatten_all()?;
     let both = crate::fused::head_token_scores(
         &hidden.contiguous()?.reshape((b * (t - 1), h))?,
@@ -119,6 +123,15 @@ pub fn token_scores(model: &Llama, input_ids: &Tensor) -> Result<TokenScores> {
         &targets,
     )?;
     split_scores(&both, b, t - 1)
+}
+
+/// The length of `input_ids: [batch, seq]`, which must be at least 2 to score a token.
+fn check_scorable(input_ids: &Tensor) -> Result<usize> {
+    let (_, t) = input_ids.dims2()?;
+    if t < 2 {
+        return Err(PolicyError::Input("need at least 2 tokens to score".into()));
+    }
+    Ok(t)
 }
 
 /// `[b * t, 2]` (log-prob, entropy) columns as `[b, t]` tensors.
@@ -139,6 +152,11 @@ pub fn response_scores(model: &Llama, batch: &ResponseBatch) -> Result<TokenScor
 /// on those positions only: a prompt position's logits are never needed, and at ~290 prompt
 /// tokens per 40-token reply the head over every position was most of its cost.
 pub fn reply_token_scores(model: &Llama, batch: &ResponseBatch) -> Result<TokenScores> {
+    reply_token_scores_of_hidden(model, batch, &model.hidden(&batch.input_ids)?)
+}
+
+/// [`reply_token_scores`] from the batch's final hidden states `hidden` ([`Llama::hidden`]).
+pub fn reply_token_scores_of_hidden(model: &Llama, batch: &ResponseBatch, hidden: &Tensor) -> Result<TokenScores> {
     let (b, t) = batch.input_ids.dims2()?;
     let h = model.config().hidden_size;
     let mut positions = Vec::new();
@@ -148,8 +166,7 @@ pub fn reply_token_scores(model: &Llama, batch: &ResponseBatch) -> Result<TokenS
     }
     let n = positions.len();
     let positions = Tensor::from_vec(positions, n, batch.input_ids.device())?;
-    let hidden = model
-        .hidden(&batch.input_ids)?
+    let hidden = hidden
         .narrow(1, 0, t - 1)?
         .contiguous()?
         .reshape((b * (t - 1), h))?

@@ -20,6 +20,7 @@ use crate::frozen::{frozen_linear, trained_linear};
 use crate::lora::{LoraAdapters, TargetModule};
 use crate::skinny::{self, SkinnyWeight};
 use candle_core::quantized::{GgmlDType, QMatMul, QTensor};
+use candle_core::backprop::GradStore;
 use candle_core::{DType, Device, Module, Tensor, Var, D};
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
@@ -346,6 +347,84 @@ impl Llama {
     /// The final hidden states `[batch, seq, hidden]` (after the last norm), which the LM
     /// head turns into logits; see [`Llama::forward`].
     pub fn hidden(&self, ids: &Tensor) -> Result<Tensor> {
+        let (b, t) = self.check_ids(ids)?;
+        let (cos, sin) = self.rope_tables(t)?;
+        let mut x = self.embed_rows(ids)?;
+        for l in 0..self.layers.len() {
+            x = self.layer(l, &x, b, &cos, &sin)?;
+        }
+        self.final_norm(&x, b, t)
+    }
+
+    /// The loss `loss_of(self.hidden(ids))` (detached) and its gradients: with `recompute`
+    /// through [`Llama::backward_recomputed`] (one layer's activations at a time), else
+    /// through one graph of the whole forward pass. The graph is gone when this returns.
+    pub fn backward_from_hidden(
+        &self,
+        ids: &Tensor,
+        recompute: bool,
+        loss_of: impl FnOnce(&Tensor) -> Result<Tensor>,
+    ) -> Result<(Tensor, GradStore)> {
+        if recompute {
+            return self.backward_recomputed(ids, loss_of);
+        }
+        let loss = loss_of(&self.hidden(ids)?)?;
+        let grads = loss.backward()?;
+        Ok((loss.detach(), grads))
+    }
+
+    /// Gradients of `loss_of(final hidden states)` with respect to every trainable variable,
+    /// keeping one layer's activations at a time (activation checkpointing): a forward pass
+    /// without a graph keeps each layer's input, then the backward runs from the top layer
+    /// down, recomputing each layer's forward from its input and taking the gradient that
+    /// flowed into its output. `loss_of` gets what [`Llama::hidden`] returns for `ids` and
+    /// returns a scalar. The gradients equal `loss_of(self.hidden(ids)).backward()`'s up to
+    /// rounding, for about one more forward pass of compute. Returns the loss (detached) and
+    /// the gradients of [`Llama::trainable_vars`].
+    pub fn backward_recomputed(
+        &self,
+        ids: &Tensor,
+        loss_of: impl FnOnce(&Tensor) -> Result<Tensor>,
+    ) -> Result<(Tensor, GradStore)> {
+        let (b, t) = self.check_ids(ids)?;
+        let (cos, sin) = self.rope_tables(t)?;
+        let mut inputs = Vec::with_capacity(self.layers.len());
+        let mut x = self.embed_rows(ids)?.detach();
+        for l in 0..self.layers.len() {
+            let out = self.layer(l, &x, b, &cos, &sin)?.detach();
+            inputs.push(std::mem::replace(&mut x, out));
+        }
+        let vars = self.trainable_vars();
+        let mut grads = GradStore::default();
+        // The head: the final norm and the loss, from the last layer's output as a variable.
+        let top = Var::from_tensor(&x)?;
+        drop(x);
+        let loss = loss_of(&self.final_norm(top.as_tensor(), b, t)?)?;
+        let mut step = loss.backward()?;
+        // Only the value is returned: the head's graph goes before the layers' backward.
+        let loss = loss.detach();
+        let mut upstream = take_gradient(&mut step, &top)?;
+        add_gradients(&mut grads, &vars, step)?;
+        for l in (0..self.layers.len()).rev() {
+            let input = Var::from_tensor(&inputs.pop().expect("one input per layer"))?;
+            let out = self.layer(l, input.as_tensor(), b, &cos, &sin)?;
+            // d/d(out) of sum(out * upstream) is `upstream`: the chain rule through this layer.
+            let surrogate = (out * &upstream)?.sum_all()?;
+            let mut step = surrogate.backward()?;
+            upstream = take_gradient(&mut step, &input)?;
+            add_gradients(&mut grads, &vars, step)?;
+        }
+        // The embedding rows take the first layer's input gradient (frozen under LoRA).
+        let rows = self.embed_rows(ids)?;
+        if rows.track_op() {
+            let surrogate = (rows * &upstream)?.sum_all()?;
+            add_gradients(&mut grads, &vars, surrogate.backward()?)?;
+        }
+        Ok((loss, grads))
+    }
+
+    /// `ids: [batch, seq]` checked against the context length: (batch, seq).
+    fn check_ids(&self, ids: &Tensor) -> Result<(usize, usize)> {
         let (b, t) = ids.dims2()?;
         if t == 0 {
             return Err(PolicyError::Input("empty input sequence".into()));
@@ -356,22 +435,37 @@ impl Llama {
                 self.cfg.max_position
             )));
         }
-        // The residual stream stays `[b * t, hidden]` (row `i * t + p`: position `p` of
-        // sequence `i`), the projections' own layout, so no reshape enters the graph.
-        let mut x = self.param(&self.embed).index_select(&ids.flatten_all()?, 0)?;
-        let cos = self.cos.narrow(0, 0, t)?;
-        let sin = self.sin.narrow(0, 0, t)?;
-        for (l, layer) in self.layers.iter().enumerate() {
-            let normed = fused::rms_norm(&x, &self.param(&layer.input_norm), self.cfg.rms_norm_eps)?;
-            let attn = self.attention(l, &normed, b, &cos, &sin)?;
-            x = (x + attn)?;
-            let normed = fused::rms_norm(&x, &self.param(&layer.post_norm), self.cfg.rms_norm_eps)?;
-            let gate = self.proj(l, TargetModule::GateProj, &normed)?;
-            let up = self.proj(l, TargetModule::UpProj, &normed)?;
-            let mlp = self.proj(l, TargetModule::DownProj, &fused::swiglu(&gate, &up)?)?;
-            x = (x + mlp)?;
-        }
-        let normed = fused::rms_norm(&x, &self.param(&self.norm), self.cfg.rms_norm_eps)?;
+        Ok((b, t))
+    }
+
+    /// The rope tables of the first `t` positions.
+    fn rope_tables(&self, t: usize) -> Result<(Tensor, Tensor)> {
+        Ok((self.cos.narrow(0, 0, t)?, self.sin.narrow(0, 0, t)?))
+    }
+
+    /// The embeddings of `ids`, `[b * t, hidden]`: the residual stream stays in that layout
+    /// (row `i * t + p`: position `p` of sequence `i`), the projections' own, so no reshape
+    /// enters the graph.
+    fn embed_rows(&self, ids: &Tensor) -> Result<Tensor> {
+        Ok(self.param(&self.embed).index_select(&ids.flatten_all()?, 0)?)
+    }
+
+    /// Decoder layer `l` on the residual stream `x: [b * t, hidden]`.
+    fn layer(&self, l: usize, x: &Tensor, b: usize, cos: &Tensor, sin: &Tensor) -> Result<Tensor> {
+        let layer = &self.layers[l];
+        let eps = self.cfg.rms_norm_eps;
+        let normed = fused::rms_norm(x, &self.param(&layer.input_norm), eps)?;
+        let x = (x + self.attention(l, &normed, b, cos, sin)?)?;
+        let normed = fused::rms_norm(&x, &self.param(&layer.post_norm), eps)?;
+        let gate = self.proj(l, TargetModule::GateProj, &normed)?;
+        let up = self.proj(l, TargetModule::UpProj, &normed)?;
+        let mlp = self.proj(l, TargetModule::DownProj, &fused::swiglu(&gate, &up)?)?;
+        Ok((x + mlp)?)
+    }
+
+    /// The last norm, back to `[b, t, hidden]`.
+    fn final_norm(&self, x: &Tensor, b: usize, t: usize) -> Result<Tensor> {
+        let normed = fused::rms_norm(x, &self.param(&self.norm), self.cfg.rms_norm_eps)?;
         Ok(normed.reshape((b, t, self.cfg.hidden_size))?)
     }
 
@@ -409,6 +503,33 @@ impl Llama {
         let out = fused::causal_attention(&q, &k, &v, scale)?;
         self.proj(l, TargetModule::OProj, &fused::merge_heads(&out, nh)?)
     }
+}
+
+/// `step`'s gradient of `input`, taken out of it (zeros where the loss does not reach `input`).
+///
+/// Gradients come out detached: candle leaves a variable's gradient attached to the graph
+/// that computed it (a backward that used the variable's value records ops), and a gradient
+/// kept across layers would keep every layer's recomputed graph alive with it.
+fn take_gradient(step: &mut GradStore, input: &Var) -> Result<Tensor> {
+    match step.remove(input.as_tensor()) {
+        Some(g) => Ok(g.detach()),
+        None => Ok(input.as_tensor().zeros_like()?),
+    }
+}
+
+/// Adds the gradients of `vars` in `step` into `sum` (detached, as in [`take_gradient`]).
+fn add_gradients(sum: &mut GradStore, vars: &[(String, Var)], mut step: GradStore) -> Result<()> {
+    for (_, var) in vars {
+        if let Some(g) = step.remove(var.as_tensor()) {
+            let g = g.detach();
+            let total = match sum.remove(var.as_tensor()) {
+                Some(s) => (s + g)?,
+                None => g,
+            };
+            sum.insert(var.as_tensor(), total);
+        }
+    }
+    Ok(())
 }
 
 /// Key/value cache of the inference path ([`Llama::prefill`], [`Llama::decode_step`]).

@@ -404,6 +404,10 @@ pub struct SftSection {
     /// copy names from the observation and the action list) far sooner when it also models
     /// the prompt text.
     pub prompt_loss_weight: f64,
+    /// Recompute each layer's activations in the backward instead of keeping the whole
+    /// forward pass's (activation checkpointing): the memory of one layer's activations at a
+    /// time, for about one more forward pass of compute. The gradients are the same.
+    pub gradient_checkpointing: bool,
 }
 
 impl Default for SftSection {
@@ -422,6 +426,7 @@ impl Default for SftSection {
             save_every: 0,
             eval_episodes: 20,
             prompt_loss_weight: 0.0,
+            gradient_checkpointing: false,
         }
     }
 }
@@ -459,6 +464,8 @@ pub struct RlSection {
     pub mini_batch: usize,
     /// Rows per forward/backward pass (gradients accumulate over a mini-batch).
     pub micro_batch: usize,
+    /// Recompute each layer's activations in the update's backward (as `sft.gradient_checkpointing`).
+    pub gradient_checkpointing: bool,
     /// The ratio is clipped to `[1 - clip_low, 1 + clip_high]`.
     pub clip_low: f64,
     pub clip_high: f64,
@@ -506,6 +513,7 @@ impl Default for RlSection {
             ppo_epochs: 1,
             mini_batch: 256,
             micro_batch: 8,
+            gradient_checkpointing: false,
             clip_low: 0.2,
             clip_high: 0.2,
             clip_ratio_c: 3.0,

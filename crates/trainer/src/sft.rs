@@ -11,7 +11,7 @@ use std::time::Instant;
 
 use candle_core::{DType, Device, Tensor};
 use policy::chat::{apply_chatml, ChatMessage, IM_END};
-use policy::logprobs::{response_scores, ResponseBatch};
+use policy::logprobs::{token_scores_of_hidden, ResponseBatch};
 use policy::optim::Accumulator;
 use policy::{AdamW, AdamWConfig, Llama, Tokenizer};
 use rand::seq::SliceRandom;
@@ -237,7 +237,7 @@ fn prompt_mask(batch: &ResponseBatch, model: &Llama) -> Result<Tensor> {
 }
 
 /// One optimizer step: forward and backward per micro-batch, clip, AdamW. The step's loss
-/// is the sum of the response tokens' negative log-likelihoods (plus `prompt_weight` times
+/// is the sum of the response tokens' negative log-likelihoods (plus `sft.prompt_loss_weight` times
 /// the prompt tokens') over the step's response tokens, so micro-batches add up to the
 /// full-batch loss. Returns (response loss, grad norm, response tokens).
 fn train_step(
@@ -246,9 +246,9 @@ fn train_step(
     data: &[Tokenized],
     micro_batches: &[Vec<usize>],
     pad: u32,
-    max_grad_norm: f64,
-    prompt_weight: f64,
+    cfg: &SftSection,
 ) -> Result<(f64, f64, usize)> {
+    let (prompt_weight, recompute) = (cfg.prompt_loss_weight, cfg.gradient_checkpointing);
     let tokens: usize = micro_batches
         .iter()
         .flatten()
@@ -268,20 +268,26 @@ fn train_step(
             model.dtype(),
             model.device(),
         )?;
-        let nll = response_scores(model, &batch)?.logprobs.neg()?;
-        let response = ((&nll * &batch.response_mask)?.sum_all()? / tokens as f64)?;
-        loss_sum += response.to_dtype(DType::F64)?.to_scalar::<f64>()?;
-        let loss = if prompt_weight > 0.0 {
-            let prompt = (&nll * prompt_mask(&batch, model)?)?.sum_all()?;
-            (response + (prompt * (prompt_weight / tokens as f64))?)?
-        } else {
-            response
+        let prompt = match prompt_weight > 0.0 {
+            true => Some(prompt_mask(&batch, model)?),
+            false => None,
         };
-        acc.add(loss.backward()?)?;
+        let mut response_loss = 0.0;
+        let (_, grads) = model.backward_from_hidden(&batch.input_ids, recompute, |hidden| {
+            let nll = token_scores_of_hidden(model, &batch.input_ids, hidden)?.logprobs.neg()?;
+            let response = ((&nll * &batch.response_mask)?.sum_all()? / tokens as f64)?;
+            response_loss = response.to_dtype(DType::F64)?.to_scalar::<f64>()?;
+            Ok(match &prompt {
+                Some(mask) => (response + ((&nll * mask)?.sum_all()? * (prompt_weight / tokens as f64))?)?,
+                None => response,
+            })
+        })?;
+        loss_sum += response_loss;
+        acc.add(grads)?;
     }
     let mut grads = acc.take();
-    let grad_norm = if max_grad_norm > 0.0 {
-        opt.clip_grad_norm(&mut grads, max_grad_norm)?
+    let grad_norm = if cfg.max_grad_norm > 0.0 {
+        opt.clip_grad_norm(&mut grads, cfg.max_grad_norm)?
     } else {
         opt.grad_norm(&grads)?
     };
@@ -352,8 +358,7 @@ pub fn train(
             &data,
             micro_batches,
             pad,
-            cfg.max_grad_norm,
-            cfg.prompt_loss_weight,
+            cfg,
         )?;
         if !loss.is_finite() {
             return Err(TrainerError::Invalid(format!(

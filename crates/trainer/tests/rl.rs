@@ -258,6 +258,7 @@ fn equal_weights_give_ratio_one_and_zero_kl_and_a_nan_update_is_skipped() {
         epochs: 1,
         mini_batch: 12,
         micro_batch: 5,
+        gradient_checkpointing: false,
         max_grad_norm: 1.0,
         pad: 0,
         temperature: 0.7,
@@ -283,6 +284,48 @@ fn equal_weights_give_ratio_one_and_zero_kl_and_a_nan_update_is_skipped() {
     // The streak carries over and stops at max_bad_updates.
     let stopped = ppo_update(&model, &mut opt, &samples, &UpdateOptions { bad_streak: 1, ..options(2) }).unwrap();
     assert_eq!(stopped.unwrap_err().streak, 2);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `rl.gradient_checkpointing` recomputes each layer's activations in the update's backward:
+/// the same update (PPO clip, KL and entropy terms) gives the same loss and gradient norms.
+#[test]
+fn an_update_with_gradient_checkpointing_matches_the_ordinary_one() {
+    let dir = scratch_dir("update-checkpointing");
+    let config = toy_config();
+    let init = chance_model(&config, &dir);
+    let loss = trainer::config::RlSection { kl_coef: 0.5, entropy_coef: 0.01, ..config.rl.clone() }.loss_config();
+    let update = |checkpointing: bool| {
+        let (model, mut samples) = samples_of(&init, 12);
+        let old = reply_logprobs(&model, &samples, 5, 0, 0.7).unwrap();
+        for (i, (s, lp)) in samples.iter_mut().zip(old).enumerate() {
+            // Old log-probs off the current ones, so that the ratio and the KL are not trivial.
+            s.reference = lp.iter().map(|x| x - 0.05 * (i % 3) as f32).collect();
+            s.old = lp.iter().map(|x| x + 0.1 * (i % 2) as f32).collect();
+        }
+        let mut opt = policy::AdamW::for_model(&model, policy::AdamWConfig { lr: 1e-3, ..Default::default() }).unwrap();
+        let options = UpdateOptions {
+            loss: &loss,
+            epochs: 2,
+            mini_batch: 6,
+            micro_batch: 4,
+            gradient_checkpointing: checkpointing,
+            max_grad_norm: 1.0,
+            pad: 0,
+            temperature: 0.7,
+            seed: 1,
+            bad_streak: 0,
+            max_bad_updates: 3,
+        };
+        ppo_update(&model, &mut opt, &samples, &options).unwrap().unwrap()
+    };
+    let (ordinary, recomputed) = (update(false), update(true));
+    assert_eq!((ordinary.updates, recomputed.updates), (4, 4));
+    let close = |a: f64, b: f64, what: &str| assert!((a - b).abs() <= 1e-4 * a.abs().max(1e-6), "{what}: {a} vs {b}");
+    close(ordinary.loss_sum, recomputed.loss_sum, "loss");
+    close(ordinary.grad_norm_mean, recomputed.grad_norm_mean, "mean gradient norm");
+    close(ordinary.grad_norm_max, recomputed.grad_norm_max, "largest gradient norm");
+    close(ordinary.terms.kl, recomputed.terms.kl, "KL");
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -287,3 +287,46 @@ fn a_prompt_loss_weight_trains_on_the_prompt_and_logs_the_response_loss() {
         "training on the prompt lowers its loss: {prompt_weighted} vs {prompt_plain}"
     );
 }
+
+/// `sft.gradient_checkpointing` recomputes each layer's activations in the backward: the
+/// same run logs the same losses and gradient norms, step for step, as one without (with a
+/// prompt loss, so both of the step's loss terms go through it).
+#[test]
+fn gradient_checkpointing_trains_as_the_ordinary_backward_does() {
+    let samples: Vec<SftSample> = (1..=6)
+        .map(|i| SftSample {
+            prompt: format!("Task: heat a mug. Now: you arrive at microwave {i}. Actions: heat mug 1 with microwave {i}, look"),
+            response: format!("<monitor>I hold mug 1, so I heat it.</monitor>\n<action>heat mug 1 with microwave {i}</action>"),
+        })
+        .collect();
+    let tok = tokenizer();
+    let run = |checkpointing: bool| {
+        let config = RunConfig {
+            sft: SftSection {
+                epochs: 2,
+                lr: 1e-2,
+                batch_size: 2,
+                grad_accum: 2,
+                log_every: 1,
+                max_seq_len: 96,
+                eval_episodes: 0,
+                prompt_loss_weight: 0.5,
+                gradient_checkpointing: checkpointing,
+                ..SftSection::default()
+            },
+            ..RunConfig::default()
+        };
+        let root = std::env::temp_dir().join(format!("trainer-sft-ckpt-{checkpointing}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        let dir = RunDir::create(&root, &config).unwrap();
+        let report = train(&config, &tiny(tok.vocab_size()), &tok, &samples, &dir, None).unwrap();
+        let _ = std::fs::remove_dir_all(&root);
+        report.log.iter().map(|l| (l.loss, l.grad_norm)).collect::<Vec<_>>()
+    };
+    let (ordinary, recomputed) = (run(false), run(true));
+    assert_eq!(ordinary.len(), 4);
+    for (step, (a, b)) in ordinary.iter().zip(&recomputed).enumerate() {
+        assert!((a.0 - b.0).abs() <= 1e-4 * a.0.abs(), "step {step}: loss {} vs {}", a.0, b.0);
+        assert!((a.1 - b.1).abs() <= 1e-4 * a.1.abs(), "step {step}: grad norm {} vs {}", a.1, b.1);
+    }
+}

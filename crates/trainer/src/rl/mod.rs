@@ -517,6 +517,7 @@ pub fn train_on(config: &RunConfig, provider: &dyn EnvProvider, out: &Path, resu
                 epochs: rl.ppo_epochs,
                 mini_batch: rl.mini_batch,
                 micro_batch: rl.micro_batch,
+                gradient_checkpointing: rl.gradient_checkpointing,
                 max_grad_norm: rl.max_grad_norm,
                 pad,
                 temperature,

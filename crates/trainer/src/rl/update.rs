@@ -3,7 +3,7 @@
 //! objective of `policy::ppo`, gradient accumulation over micro-batches, clipping and AdamW.
 
 use candle_core::{DType, Tensor};
-use policy::logprobs::{reply_token_scores, response_logprobs_at, ResponseBatch};
+use policy::logprobs::{reply_token_scores_of_hidden, response_logprobs_at, ResponseBatch};
 use policy::optim::Accumulator;
 use policy::ppo::{ppo_loss, PpoInputs, PpoLossConfig, PpoStats};
 use policy::{AdamW, Llama};
@@ -112,6 +112,8 @@ pub struct UpdateOptions<'a> {
     pub epochs: usize,
     pub mini_batch: usize,
     pub micro_batch: usize,
+    /// Recompute each layer's activations in the backward ([`Llama::backward_recomputed`]).
+    pub gradient_checkpointing: bool,
     pub max_grad_norm: f64,
     pub pad: u32,
     /// The rollouts' sampling temperature: the ratio, KL and entropy are taken under
@@ -200,7 +202,6 @@ fn mini_batch_gradients(
     let mut loss_sum = 0.0;
     for rows in by_length(samples, mini, o.micro_batch) {
         let b = batch(model, samples, &rows, o.pad, o.temperature)?;
-        let scores = reply_token_scores(model, &b)?;
         let lens = &b.response_lens;
         let old = per_token(&rows, lens, |i, k| samples[i].old[k], model)?;
         let adv = per_token(&rows, lens, |i, _| samples[i].advantage, model)?;
@@ -210,21 +211,26 @@ fn mini_batch_gradients(
             None
         };
         let mask = Tensor::ones_like(&adv)?;
-        let out = ppo_loss(
-            &PpoInputs {
+        let mut stats = None;
+        let (loss, grads) = model.backward_from_hidden(&b.input_ids, o.gradient_checkpointing, |hidden| {
+            let scores = reply_token_scores_of_hidden(model, &b, hidden)?;
+            let inputs = PpoInputs {
                 logp: &scores.logprobs,
                 entropy: &scores.entropy,
                 old_logp: &old,
                 ref_logp: reference.as_ref(),
                 advantages: &adv,
                 mask: &mask,
-            },
-            o.loss,
-            tokens as f64,
-        )?;
-        loss_sum += out.loss.to_dtype(DType::F64)?.to_scalar::<f64>()?;
-        terms.add(&out.stats);
-        acc.add(out.loss.backward()?)?;
+            };
+            let out = ppo_loss(&inputs, o.loss, tokens as f64)?;
+            stats = Some(out.stats);
+            Ok(out.loss)
+        })?;
+        loss_sum += loss.to_dtype(DType::F64)?.to_scalar::<f64>()?;
+        if let Some(stats) = stats {
+            terms.add(&stats);
+        }
+        acc.add(grads)?;
     }
     Ok((loss_sum, terms, acc.take()))
 }
