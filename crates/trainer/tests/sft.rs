@@ -7,7 +7,7 @@ use candle_core::{DType, Device, Tensor};
 use policy::{Llama, LlamaConfig, Tokenizer};
 use trainer::coldstart::SftSample;
 use trainer::config::SftSection;
-use trainer::sft::{load_model, train};
+use trainer::sft::{load_model, train, SftReport};
 use trainer::{RunConfig, RunDir};
 
 fn tokenizer() -> Tokenizer {
@@ -245,6 +245,19 @@ fn prompt_nll(model: &Llama, tok: &Tokenizer, samples: &[SftSample]) -> f64 {
     total / count as f64
 }
 
+/// A fresh [`tiny`] model trained on `samples` under `sft` in a temporary run folder named
+/// by `tag` (removed afterwards): the trained model and the report.
+fn train_tiny(sft: SftSection, tag: &str, tok: &Tokenizer, samples: &[SftSample]) -> (Llama, SftReport) {
+    let config = RunConfig { sft, ..RunConfig::default() };
+    let root = std::env::temp_dir().join(format!("trainer-sft-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&root);
+    let model = tiny(tok.vocab_size());
+    let dir = RunDir::create(&root, &config).unwrap();
+    let report = train(&config, &model, tok, samples, &dir, None).unwrap();
+    let _ = std::fs::remove_dir_all(&root);
+    (model, report)
+}
+
 #[test]
 fn a_prompt_loss_weight_trains_on_the_prompt_and_logs_the_response_loss() {
     let samples: Vec<SftSample> = (1..=8)
@@ -255,25 +268,18 @@ fn a_prompt_loss_weight_trains_on_the_prompt_and_logs_the_response_loss() {
         .collect();
     let tok = tokenizer();
     let run = |weight: f64| {
-        let config = RunConfig {
-            sft: SftSection {
-                epochs: 3,
-                lr: 1e-2,
-                batch_size: 4,
-                grad_accum: 1,
-                log_every: 1,
-                max_seq_len: 128,
-                eval_episodes: 0,
-                prompt_loss_weight: weight,
-                ..SftSection::default()
-            },
-            ..RunConfig::default()
+        let sft = SftSection {
+            epochs: 3,
+            lr: 1e-2,
+            batch_size: 4,
+            grad_accum: 1,
+            log_every: 1,
+            max_seq_len: 128,
+            eval_episodes: 0,
+            prompt_loss_weight: weight,
+            ..SftSection::default()
         };
-        let root = std::env::temp_dir().join(format!("trainer-sft-pw{weight}-{}", std::process::id()));
-        let model = tiny(tok.vocab_size());
-        let dir = RunDir::create(&root, &config).unwrap();
-        let report = train(&config, &model, &tok, &samples, &dir, None).unwrap();
-        let _ = std::fs::remove_dir_all(&root);
+        let (model, report) = train_tiny(sft, &format!("pw{weight}"), &tok, &samples);
         (report.log[0].loss, prompt_nll(&model, &tok, &samples))
     };
     let (first_plain, prompt_plain) = run(0.0);
@@ -301,26 +307,19 @@ fn gradient_checkpointing_trains_as_the_ordinary_backward_does() {
         .collect();
     let tok = tokenizer();
     let run = |checkpointing: bool| {
-        let config = RunConfig {
-            sft: SftSection {
-                epochs: 2,
-                lr: 1e-2,
-                batch_size: 2,
-                grad_accum: 2,
-                log_every: 1,
-                max_seq_len: 96,
-                eval_episodes: 0,
-                prompt_loss_weight: 0.5,
-                gradient_checkpointing: checkpointing,
-                ..SftSection::default()
-            },
-            ..RunConfig::default()
+        let sft = SftSection {
+            epochs: 2,
+            lr: 1e-2,
+            batch_size: 2,
+            grad_accum: 2,
+            log_every: 1,
+            max_seq_len: 96,
+            eval_episodes: 0,
+            prompt_loss_weight: 0.5,
+            gradient_checkpointing: checkpointing,
+            ..SftSection::default()
         };
-        let root = std::env::temp_dir().join(format!("trainer-sft-ckpt-{checkpointing}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&root);
-        let dir = RunDir::create(&root, &config).unwrap();
-        let report = train(&config, &tiny(tok.vocab_size()), &tok, &samples, &dir, None).unwrap();
-        let _ = std::fs::remove_dir_all(&root);
+        let (_, report) = train_tiny(sft, &format!("ckpt-{checkpointing}"), &tok, &samples);
         report.log.iter().map(|l| (l.loss, l.grad_norm)).collect::<Vec<_>>()
     };
     let (ordinary, recomputed) = (run(false), run(true));
