@@ -209,7 +209,8 @@ pub fn response_logprobs_at(
         model.device(),
     )?
     .at_temperature(temperature)?;
-    let flat: Vec<f32> = reply_token_scores(model, &batch)?
+    let hidden = model.hidden_without_graph(&batch.input_ids)?;
+    let flat: Vec<f32> = reply_token_scores_of_hidden(model, &batch, &hidden)?
         .logprobs
         .detach()
         .to_dtype(DType::F32)?

@@ -356,6 +356,21 @@ impl Llama {
         self.final_norm(&x, b, t)
     }
 
+    /// [`Llama::hidden`]'s values without a graph: each layer's output is detached as it
+    /// comes, so only one layer's activations live at a time. For passes no gradient goes
+    /// through (the update's old and reference log-probs): [`Llama::hidden`] on trainable
+    /// weights records the whole forward pass and keeps every activation until its result
+    /// is dropped, the memory of a training step.
+    pub fn hidden_without_graph(&self, ids: &Tensor) -> Result<Tensor> {
+        let (b, t) = self.check_ids(ids)?;
+        let (cos, sin) = self.rope_tables(t)?;
+        let mut x = self.embed_rows(ids)?.detach();
+        for l in 0..self.layers.len() {
+            x = self.layer(l, &x, b, &cos, &sin)?.detach();
+        }
+        Ok(self.final_norm(&x, b, t)?.detach())
+    }
+
     /// The loss `loss_of(self.hidden(ids))` (detached) and its gradients: with `recompute`
     /// through [`Llama::backward_recomputed`] (one layer's activations at a time), else
     /// through one graph of the whole forward pass. The graph is gone when this returns.

@@ -269,3 +269,25 @@ fn recomputed_backward_matches_the_ordinary_one() {
 fn close(a: f64, b: f64, tol: f64, what: &str) {
     assert!((a - b).abs() <= tol, "{what}: loss {a} vs {b}");
 }
+
+/// [`Llama::hidden_without_graph`] computes exactly [`Llama::hidden`]'s values with nothing
+/// recorded, trainable base or LoRA adapter alike, so the log-prob passes built on it keep
+/// no activations alive.
+#[test]
+fn the_forward_without_a_graph_equals_the_recorded_one() {
+    let cfg = LlamaConfig::tiny();
+    let dev = common::device();
+    for lora in [false, true] {
+        let mut model = Llama::random(cfg.clone(), DType::F32, &dev, 17).unwrap();
+        if lora {
+            let lora_cfg = LoraConfig::new(2, 4.0, vec![TargetModule::VProj, TargetModule::UpProj]);
+            model.attach_lora(LoraAdapters::new(&cfg, lora_cfg, DType::F32, &dev, 3).unwrap()).unwrap();
+        }
+        let x = ids(&dev, cfg.vocab_size as u32);
+        let recorded = model.hidden(&x).unwrap();
+        let plain = model.hidden_without_graph(&x).unwrap();
+        assert!(recorded.track_op(), "lora={lora}: the ordinary forward records a graph");
+        assert!(!plain.track_op(), "lora={lora}: the forward without a graph records none");
+        assert_eq!(relative_gap(&recorded, &plain), 0.0, "lora={lora}: the same values");
+    }
+}

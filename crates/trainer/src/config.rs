@@ -408,6 +408,19 @@ pub struct SftSection {
     /// forward pass's (activation checkpointing): the memory of one layer's activations at a
     /// time, for about one more forward pass of compute. The gradients are the same.
     pub gradient_checkpointing: bool,
+    /// LoRA rank; 0 trains every weight (as published). A pretrained `model.path` only: a
+    /// model made from nothing has no base worth keeping. `final/` holds the merged model.
+    pub lora_rank: usize,
+    pub lora_alpha: f64,
+    /// The projections LoRA adapts (as `rl.lora_targets`).
+    pub lora_targets: Vec<String>,
+}
+
+impl SftSection {
+    /// The LoRA adapter to train, or `None` for a full fine-tune.
+    pub fn lora_config(&self) -> Result<Option<policy::LoraConfig>> {
+        lora_config("sft", self.lora_rank, self.lora_alpha, &self.lora_targets)
+    }
 }
 
 impl Default for SftSection {
@@ -427,6 +440,9 @@ impl Default for SftSection {
             eval_episodes: 20,
             prompt_loss_weight: 0.0,
             gradient_checkpointing: false,
+            lora_rank: 0,
+            lora_alpha: 32.0,
+            lora_targets: default_lora_targets(),
         }
     }
 }
@@ -527,9 +543,7 @@ impl Default for RlSection {
             max_grad_norm: 1.0,
             lora_rank: 0,
             lora_alpha: 32.0,
-            lora_targets: ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
-                .map(String::from)
-                .to_vec(),
+            lora_targets: default_lora_targets(),
             eval_every: 10,
             eval_episodes: None,
             save_every: 10,
@@ -554,28 +568,7 @@ impl RlSection {
 
     /// The LoRA adapter to train, or `None` for a full fine-tune.
     pub fn lora_config(&self) -> Result<Option<policy::LoraConfig>> {
-        if self.lora_rank == 0 {
-            return Ok(None);
-        }
-        let targets = self
-            .lora_targets
-            .iter()
-            .map(|name| {
-                policy::TargetModule::ALL
-                    .into_iter()
-                    .find(|t| t.hf_name() == name)
-                    .ok_or_else(|| {
-                        TrainerError::value(
-                            "rl.lora_targets",
-                            format!("unknown projection {name:?} (q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj)"),
-                        )
-                    })
-            })
-            .collect::<Result<Vec<_>>>()?;
-        let cfg = policy::LoraConfig::new(self.lora_rank, self.lora_alpha, targets);
-        cfg.validate()
-            .map_err(|e| TrainerError::value("rl.lora_rank", e.to_string()))?;
-        Ok(Some(cfg))
+        lora_config("rl", self.lora_rank, self.lora_alpha, &self.lora_targets)
     }
 
     /// The learning rate of 0-based iteration `iteration`.
@@ -609,10 +602,7 @@ impl RlSection {
         in_range("rl.warmup_ratio", self.warmup_ratio, 0.0, 1.0)?;
         non_negative("rl.weight_decay", self.weight_decay)?;
         non_negative("rl.max_grad_norm", self.max_grad_norm)?;
-        if self.lora_rank > 0 {
-            non_negative("rl.lora_alpha", self.lora_alpha)?;
-            self.lora_config()?;
-        }
+        self.lora_config()?;
         if let Some(n) = self.eval_episodes {
             positive("rl.eval_episodes", n)?;
         }
@@ -622,6 +612,39 @@ impl RlSection {
         }
         Ok(())
     }
+}
+
+/// Every projection of a layer, the targets of the published LoRA runs.
+fn default_lora_targets() -> Vec<String> {
+    ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+        .map(String::from)
+        .to_vec()
+}
+
+/// The LoRA adapter `section`'s keys describe (`None` for rank 0), or an error naming the key.
+fn lora_config(section: &str, rank: usize, alpha: f64, targets: &[String]) -> Result<Option<policy::LoraConfig>> {
+    if rank == 0 {
+        return Ok(None);
+    }
+    non_negative(&format!("{section}.lora_alpha"), alpha)?;
+    let targets = targets
+        .iter()
+        .map(|name| {
+            policy::TargetModule::ALL
+                .into_iter()
+                .find(|t| t.hf_name() == name)
+                .ok_or_else(|| {
+                    TrainerError::value(
+                        &format!("{section}.lora_targets"),
+                        format!("unknown projection {name:?} (q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj)"),
+                    )
+                })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let cfg = policy::LoraConfig::new(rank, alpha, targets);
+    cfg.validate()
+        .map_err(|e| TrainerError::value(&format!("{section}.lora_rank"), e.to_string()))?;
+    Ok(Some(cfg))
 }
 
 fn positive(key: &str, value: usize) -> Result<()> {
@@ -752,6 +775,12 @@ impl RunConfig {
         positive("sft.max_seq_len", s.max_seq_len)?;
         positive("sft.log_every", s.log_every)?;
         non_negative("sft.prompt_loss_weight", s.prompt_loss_weight)?;
+        if s.lora_config()?.is_some() && self.model.path == SCRATCH_MODEL {
+            return Err(TrainerError::value(
+                "sft.lora_rank",
+                "a model made from nothing (model.path = \"scratch\") has no pretrained weights for an adapter to keep; set 0 to train every weight",
+            ));
+        }
         self.rl.validate()?;
         self.reward
             .validate()
@@ -852,6 +881,11 @@ mod tests {
             err("[coldstart]\nmistake_fraction = -0.1\n").contains("coldstart.mistake_fraction")
         );
         assert!(err("[run]\nname = \"a/b\"\n").contains("run.name"));
+        let e = err("[model]\npath = \"scratch\"\n[sft]\nlora_rank = 4\n");
+        assert!(e.contains("sft.lora_rank") && e.contains("scratch"), "{e}");
+        let e = err("[sft]\nlora_rank = 4\nlora_targets = [\"qkv\"]\n");
+        assert!(e.contains("sft.lora_targets") && e.contains("qkv"), "{e}");
+        assert!(err("[rl]\nlora_rank = 4\nlora_alpha = -1.0\n").contains("rl.lora_alpha"));
         let e = err("[rollout]\ngroup_size = \"eight\"\n");
         assert!(e.contains("group_size") || e.contains("line 2"), "{e}");
     }

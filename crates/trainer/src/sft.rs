@@ -13,7 +13,7 @@ use candle_core::{DType, Device, Tensor};
 use policy::chat::{apply_chatml, ChatMessage, IM_END};
 use policy::logprobs::{token_scores_of_hidden, ResponseBatch};
 use policy::optim::Accumulator;
-use policy::{AdamW, AdamWConfig, Llama, Tokenizer};
+use policy::{AdamW, AdamWConfig, Llama, LoraAdapters, Tokenizer};
 use rand::seq::SliceRandom;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
@@ -27,6 +27,9 @@ use crate::rundir::RunDir;
 
 /// The file a checkpoint keeps the trainer's position in.
 const STATE_FILE: &str = "trainer_state.json";
+/// The seed purpose of the LoRA adapter's initial draw, apart from the epochs' shuffles
+/// (`mix(seed, epoch)`).
+const SEED_LORA: u64 = u64::MAX;
 /// The run config saved beside every checkpoint, so `rlvmr eval` can build the prompts the
 /// model was trained on.
 pub const RUN_CONFIG_FILE: &str = "rlvmr.toml";
@@ -70,9 +73,11 @@ pub fn load_model(path: &str, device: &Device) -> Result<(Llama, Tokenizer)> {
     Ok(policy::load_model(path, DType::F32, device)?)
 }
 
-/// The model an SFT run starts from: `model.path` loaded, or for `scratch` a BPE tokenizer
-/// trained on the samples' chat texts and a seeded random model of the `[scratch]` shape.
-/// Resuming a scratch run reads the tokenizer back from the checkpoint.
+/// The model an SFT run starts from: `model.path` loaded (with a fresh seeded LoRA adapter
+/// when `sft.lora_rank` > 0; a resumed run reads the adapter's weights back in
+/// [`train`]), or for `scratch` a BPE tokenizer trained on the samples' chat texts and a
+/// seeded random model of the `[scratch]` shape. Resuming a scratch run reads the tokenizer
+/// back from the checkpoint.
 pub fn initial_model(
     config: &RunConfig,
     samples: &[SftSample],
@@ -80,7 +85,12 @@ pub fn initial_model(
 ) -> Result<(Llama, Tokenizer)> {
     let device = config.model.device()?;
     if config.model.path != SCRATCH_MODEL {
-        return load_model(&config.model.path, &device);
+        let (mut model, tokenizer) = load_model(&config.model.path, &device)?;
+        if let Some(lora) = config.sft.lora_config()? {
+            let adapters = LoraAdapters::new(model.config(), lora, model.dtype(), model.device(), mix(config.run.seed, SEED_LORA))?;
+            model.attach_lora(adapters)?;
+        }
+        return Ok((model, tokenizer));
     }
     if let Some(checkpoint) = resume {
         return load_model(&checkpoint.display().to_string(), &device);

@@ -329,3 +329,60 @@ fn gradient_checkpointing_trains_as_the_ordinary_backward_does() {
         assert!((a.1 - b.1).abs() <= 1e-4 * a.1.abs(), "step {step}: grad norm {} vs {}", a.1, b.1);
     }
 }
+
+/// `sft.lora_rank` trains an adapter on a pretrained folder: the base weights stay as they
+/// were, checkpoints hold the adapter (PEFT) and the optimizer, `final/` the merged model,
+/// and a resumed run ends with exactly the adapter of an uninterrupted one.
+#[test]
+fn lora_sft_keeps_the_base_saves_merged_and_resumes_exactly() {
+    use trainer::sft::initial_model;
+    let samples: Vec<SftSample> = (1..=8)
+        .map(|i| SftSample {
+            prompt: format!("Task: cool a mug. Now: you arrive at fridge {i}. Actions: cool mug 1 with fridge {i}, look"),
+            response: format!("<monitor>I hold mug 1 at fridge {i}.</monitor>\n<action>cool mug 1 with fridge {i}</action>"),
+        })
+        .collect();
+    let tok = tokenizer();
+    let root = std::env::temp_dir().join(format!("trainer-sft-lora-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&root);
+    let base_dir = root.join("base");
+    policy::checkpoint::save_model(&tiny(tok.vocab_size()), &tok, &base_dir).unwrap();
+    let mut config = RunConfig::default();
+    config.model.path = base_dir.display().to_string();
+    config.sft = SftSection {
+        epochs: 3,
+        lr: 5e-2,
+        batch_size: 2,
+        grad_accum: 2,
+        log_every: 1,
+        save_every: 2,
+        max_seq_len: 96,
+        eval_episodes: 0,
+        lora_rank: 4,
+        lora_alpha: 16.0,
+        ..SftSection::default()
+    };
+    config.validate().unwrap();
+
+    let (model, tok) = initial_model(&config, &samples, None).unwrap();
+    assert!(model.lora().is_some(), "the adapter is attached");
+    let base = weights(&model);
+    let dir = RunDir::create(&root.join("a"), &config).unwrap();
+    let report = train(&config, &model, &tok, &samples, &dir, None).unwrap();
+    let losses: Vec<f64> = report.log.iter().map(|l| l.loss).collect();
+    assert!(losses[losses.len() - 1] < losses[0] - 0.1, "the loss falls: {losses:?}");
+    assert_eq!(weights(&model), base, "the base weights are frozen");
+    let checkpoint = dir.file("checkpoints/step-4");
+    assert!(checkpoint.join("adapter_model.safetensors").is_file());
+    assert!(!checkpoint.join("model.safetensors").exists(), "a checkpoint holds the adapter only");
+    let merged = weights(&model.merged().unwrap());
+    let (saved, _) = load_model(report.final_dir.to_str().unwrap(), &Device::Cpu).unwrap();
+    assert_eq!(weights(&saved), merged, "final/ is the merged model");
+    assert_ne!(merged, base, "the adapter changed what the model computes");
+
+    let (resumed, _) = initial_model(&config, &samples, Some(&checkpoint)).unwrap();
+    let dir_b = RunDir::create(&root.join("b"), &config).unwrap();
+    train(&config, &resumed, &tok, &samples, &dir_b, Some(&checkpoint)).unwrap();
+    assert_eq!(weights(&resumed.merged().unwrap()), merged, "resume = uninterrupted training");
+    let _ = std::fs::remove_dir_all(&root);
+}
