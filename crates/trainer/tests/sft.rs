@@ -33,6 +33,16 @@ fn tiny(vocab: usize) -> Llama {
     Llama::random(cfg, DType::F32, &Device::Cpu, 11).unwrap()
 }
 
+/// Samples 1..=n, each the prompt and reply `sample(i)` makes.
+fn numbered(n: usize, sample: impl Fn(usize) -> (String, String)) -> Vec<SftSample> {
+    (1..=n)
+        .map(|i| {
+            let (prompt, response) = sample(i);
+            SftSample { prompt, response }
+        })
+        .collect()
+}
+
 fn weights(model: &Llama) -> Vec<(String, Vec<f32>)> {
     model
         .named_vars()
@@ -51,12 +61,12 @@ fn weights(model: &Llama) -> Vec<(String, Vec<f32>)> {
 
 #[test]
 fn sft_learns_checkpoints_and_resumes_exactly() {
-    let mut samples: Vec<SftSample> = (1..=8)
-        .map(|i| SftSample {
-            prompt: format!("Task: put a mug in cabinet. Now: you arrive at cabinet {i}. Actions: move mug 1 to cabinet {i}, look"),
-            response: format!("<monitor>I hold mug 1 at cabinet {i}, so I put it there.</monitor>\n<action>move mug 1 to cabinet {i}</action>"),
-        })
-        .collect();
+    let mut samples = numbered(8, |i| {
+        (
+            format!("Task: put a mug in cabinet. Now: you arrive at cabinet {i}. Actions: move mug 1 to cabinet {i}, look"),
+            format!("<monitor>I hold mug 1 at cabinet {i}, so I put it there.</monitor>\n<action>move mug 1 to cabinet {i}</action>"),
+        )
+    });
     samples.push(SftSample {
         prompt: "too long ".repeat(100),
         response: "<monitor>x</monitor><action>look</action>".into(),
@@ -161,12 +171,12 @@ fn sft_learns_checkpoints_and_resumes_exactly() {
 fn sft_from_scratch_trains_its_own_tokenizer_and_model() {
     use policy::scratch::ScratchConfig;
     use trainer::sft::initial_model;
-    let samples: Vec<SftSample> = (1..=12)
-        .map(|i| SftSample {
-            prompt: format!("Task: put a mug in cabinet. Now: you arrive at cabinet {i}. Actions: move mug 1 to cabinet {i}, look"),
-            response: format!("<monitor>I hold mug 1 at cabinet {i}.</monitor>\n<action>move mug 1 to cabinet {i}</action>"),
-        })
-        .collect();
+    let samples = numbered(12, |i| {
+        (
+            format!("Task: put a mug in cabinet. Now: you arrive at cabinet {i}. Actions: move mug 1 to cabinet {i}, look"),
+            format!("<monitor>I hold mug 1 at cabinet {i}.</monitor>\n<action>move mug 1 to cabinet {i}</action>"),
+        )
+    });
     let mut config = RunConfig {
         sft: SftSection {
             epochs: 4,
@@ -260,12 +270,12 @@ fn train_tiny(sft: SftSection, tag: &str, tok: &Tokenizer, samples: &[SftSample]
 
 #[test]
 fn a_prompt_loss_weight_trains_on_the_prompt_and_logs_the_response_loss() {
-    let samples: Vec<SftSample> = (1..=8)
-        .map(|i| SftSample {
-            prompt: format!("Now: you arrive at cabinet {i}. Actions: move mug 1 to cabinet {i}, look"),
-            response: format!("<monitor>At cabinet {i}.</monitor>\n<action>move mug 1 to cabinet {i}</action>"),
-        })
-        .collect();
+    let samples = numbered(8, |i| {
+        (
+            format!("Now: you arrive at cabinet {i}. Actions: move mug 1 to cabinet {i}, look"),
+            format!("<monitor>At cabinet {i}.</monitor>\n<action>move mug 1 to cabinet {i}</action>"),
+        )
+    });
     let tok = tokenizer();
     let run = |weight: f64| {
         let sft = SftSection {
@@ -299,12 +309,12 @@ fn a_prompt_loss_weight_trains_on_the_prompt_and_logs_the_response_loss() {
 /// prompt loss, so both of the step's loss terms go through it).
 #[test]
 fn gradient_checkpointing_trains_as_the_ordinary_backward_does() {
-    let samples: Vec<SftSample> = (1..=6)
-        .map(|i| SftSample {
-            prompt: format!("Task: heat a mug. Now: you arrive at microwave {i}. Actions: heat mug 1 with microwave {i}, look"),
-            response: format!("<monitor>I hold mug 1, so I heat it.</monitor>\n<action>heat mug 1 with microwave {i}</action>"),
-        })
-        .collect();
+    let samples = numbered(6, |i| {
+        (
+            format!("Task: heat a mug. Now: you arrive at microwave {i}. Actions: heat mug 1 with microwave {i}, look"),
+            format!("<monitor>I hold mug 1, so I heat it.</monitor>\n<action>heat mug 1 with microwave {i}</action>"),
+        )
+    });
     let tok = tokenizer();
     let run = |checkpointing: bool| {
         let sft = SftSection {
@@ -336,12 +346,12 @@ fn gradient_checkpointing_trains_as_the_ordinary_backward_does() {
 #[test]
 fn lora_sft_keeps_the_base_saves_merged_and_resumes_exactly() {
     use trainer::sft::initial_model;
-    let samples: Vec<SftSample> = (1..=8)
-        .map(|i| SftSample {
-            prompt: format!("Task: cool a mug. Now: you arrive at fridge {i}. Actions: cool mug 1 with fridge {i}, look"),
-            response: format!("<monitor>I hold mug 1 at fridge {i}.</monitor>\n<action>cool mug 1 with fridge {i}</action>"),
-        })
-        .collect();
+    let samples = numbered(8, |i| {
+        (
+            format!("Task: cool a mug. Now: you arrive at fridge {i}. Actions: cool mug 1 with fridge {i}, look"),
+            format!("<monitor>I hold mug 1 at fridge {i}.</monitor>\n<action>cool mug 1 with fridge {i}</action>"),
+        )
+    });
     let tok = tokenizer();
     let root = std::env::temp_dir().join(format!("trainer-sft-lora-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&root);
