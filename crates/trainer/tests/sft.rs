@@ -43,6 +43,17 @@ fn numbered(n: usize, sample: impl Fn(usize) -> (String, String)) -> Vec<SftSamp
         .collect()
 }
 
+/// The tests' SFT settings: a large learning rate for a tiny model, a log line every step,
+/// no evaluation.
+fn quick_sft() -> SftSection {
+    SftSection {
+        lr: 1e-2,
+        log_every: 1,
+        eval_episodes: 0,
+        ..SftSection::default()
+    }
+}
+
 fn weights(model: &Llama) -> Vec<(String, Vec<f32>)> {
     model
         .named_vars()
@@ -75,15 +86,12 @@ fn sft_learns_checkpoints_and_resumes_exactly() {
     let config = RunConfig {
         sft: SftSection {
             epochs: 3,
-            lr: 1e-2,
             warmup_ratio: 0.2,
             batch_size: 2,
             grad_accum: 2,
-            log_every: 1,
             save_every: 2,
             max_seq_len: 96,
-            eval_episodes: 0,
-            ..SftSection::default()
+            ..quick_sft()
         },
         ..RunConfig::default()
     };
@@ -180,15 +188,12 @@ fn sft_from_scratch_trains_its_own_tokenizer_and_model() {
     let mut config = RunConfig {
         sft: SftSection {
             epochs: 4,
-            lr: 1e-2,
             warmup_ratio: 0.1,
             batch_size: 4,
             grad_accum: 1,
-            log_every: 1,
             save_every: 6,
             max_seq_len: 256,
-            eval_episodes: 0,
-            ..SftSection::default()
+            ..quick_sft()
         },
         scratch: ScratchConfig {
             vocab_size: 320,
@@ -280,14 +285,11 @@ fn a_prompt_loss_weight_trains_on_the_prompt_and_logs_the_response_loss() {
     let run = |weight: f64| {
         let sft = SftSection {
             epochs: 3,
-            lr: 1e-2,
             batch_size: 4,
             grad_accum: 1,
-            log_every: 1,
             max_seq_len: 128,
-            eval_episodes: 0,
             prompt_loss_weight: weight,
-            ..SftSection::default()
+            ..quick_sft()
         };
         let (model, report) = train_tiny(sft, &format!("pw{weight}"), &tok, &samples);
         (report.log[0].loss, prompt_nll(&model, &tok, &samples))
@@ -319,15 +321,12 @@ fn gradient_checkpointing_trains_as_the_ordinary_backward_does() {
     let run = |checkpointing: bool| {
         let sft = SftSection {
             epochs: 2,
-            lr: 1e-2,
             batch_size: 2,
             grad_accum: 2,
-            log_every: 1,
             max_seq_len: 96,
-            eval_episodes: 0,
             prompt_loss_weight: 0.5,
             gradient_checkpointing: checkpointing,
-            ..SftSection::default()
+            ..quick_sft()
         };
         let (_, report) = train_tiny(sft, &format!("ckpt-{checkpointing}"), &tok, &samples);
         report.log.iter().map(|l| (l.loss, l.grad_norm)).collect::<Vec<_>>()
@@ -364,13 +363,11 @@ fn lora_sft_keeps_the_base_saves_merged_and_resumes_exactly() {
         lr: 5e-2,
         batch_size: 2,
         grad_accum: 2,
-        log_every: 1,
         save_every: 2,
         max_seq_len: 96,
-        eval_episodes: 0,
         lora_rank: 4,
         lora_alpha: 16.0,
-        ..SftSection::default()
+        ..quick_sft()
     };
     config.validate().unwrap();
 
