@@ -229,6 +229,12 @@ const GENERIC: &[(&str, u8)] = &[
     ("armchair", 10),
 ];
 
+/// The receptacle kinds an expert searching for its appliance tries
+/// ([`Expert::searching_appliance`]): the fixed appliances and basins of ALFWorld's rooms,
+/// the three that heat, cool and clean among them.
+pub const APPLIANCE_KINDS: &[&str] =
+    &["microwave", "fridge", "sinkbasin", "stoveburner", "toaster", "coffeemachine", "bathtubbasin"];
+
 /// Receptacle types that are usually closed (opening one costs a step).
 const OPENABLE: &[&str] = &["cabinet", "drawer", "fridge", "microwave", "safe", "box"];
 
@@ -292,6 +298,11 @@ pub struct Expert {
     bad_goal: Vec<usize>,
     last: Option<String>,
     resets: usize,
+    /// Set when the expert searches for its task's appliance instead of knowing it: the
+    /// receptacle kinds to try, in order ([`Expert::searching_appliance`]).
+    appliance_order: Option<Vec<String>>,
+    /// Receptacle kinds where the held object stood without the task's command admissible.
+    appliances_tried: Vec<String>,
 }
 
 impl Expert {
@@ -324,7 +335,19 @@ impl Expert {
             bad_goal: Vec::new(),
             last: None,
             resets: 0,
+            appliance_order: None,
+            appliances_tried: Vec::new(),
         })
+    }
+
+    /// Makes a heat, cool or clean expert search for the appliance as it searches for the
+    /// object: holding the object, it goes to receptacles of the kinds in `order`, kind by
+    /// kind, until the task's command (`heat apple 1 with ...`) is admissible where it
+    /// stands, and only then falls back to the appliance it knows. Demonstrations of that
+    /// search show a step a model can carry to a task whose appliance it never saw.
+    pub fn searching_appliance(mut self, order: Vec<String>) -> Expert {
+        self.appliance_order = Some(order);
+        self
     }
 
     pub fn task(&self) -> &Task {
@@ -539,6 +562,9 @@ impl Expert {
                     if let Some(c) = admissible.iter().find(|a| a.starts_with(prefix.as_str())) {
                         return Some(c.clone());
                     }
+                    if let Some(go) = self.next_appliance_to_try(admissible) {
+                        return Some(go);
+                    }
                     let go = (0..self.recs.len())
                         .filter(|&i| appliances.contains(&self.recs[i].kind.as_str()))
                         .map(|i| format!("go to {}", self.recs[i].name))
@@ -605,6 +631,24 @@ impl Expert {
         }
         let object = task.object.clone();
         self.search_step(admissible, &object, true)
+    }
+
+    /// Searching for the appliance: the `go to` of the first receptacle of the next kind
+    /// not tried yet (the kinds standing here did not offer the task's command; one
+    /// receptacle of a kind answers for all of them).
+    fn next_appliance_to_try(&mut self, admissible: &[String]) -> Option<String> {
+        let order = self.appliance_order.as_ref()?;
+        for &r in &self.here {
+            if !self.appliances_tried.contains(&self.recs[r].kind) {
+                self.appliances_tried.push(self.recs[r].kind.clone());
+            }
+        }
+        order
+            .iter()
+            .filter(|kind| !self.appliances_tried.contains(kind))
+            .filter_map(|kind| self.recs.iter().filter(|r| r.kind == *kind).min_by_key(|r| number_of(&r.name)))
+            .map(|r| format!("go to {}", r.name))
+            .find(|c| Self::has(admissible, c))
     }
 
     /// A receptacle where an untaken task object was seen.

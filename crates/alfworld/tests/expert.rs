@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use alfworld::expert::{evaluate, parse_task, play_game, run_episode, Expert, ExpertReport};
+use alfworld::expert::{evaluate, parse_task, play_game, run_episode, Expert, ExpertReport, APPLIANCE_KINDS};
 use alfworld::{load_game, AlfworldData, AlfworldEnv, Split, TaskType};
 use rlvmr_core::Env;
 
@@ -47,10 +47,21 @@ fn plays_through_the_env_and_is_deterministic() {
     assert_eq!(first, second);
 
     // Driving the expert by hand gives the same commands, each one admissible.
-    let mut env = AlfworldEnv::new(game);
+    let (commands, won) = play_with(&text, |intro| {
+        let expert = Expert::new(intro).expect("the intro parses");
+        assert_eq!(expert.task().kind, TaskType::PickTwo);
+        expert
+    });
+    assert!(won);
+    assert_eq!(commands, first.commands);
+}
+
+/// Plays the game in `game_text` with the expert `make` builds from the intro, checking that
+/// every command is admissible; the commands and whether it won.
+fn play_with(game_text: &str, make: impl Fn(&str) -> Expert) -> (Vec<String>, bool) {
+    let mut env = AlfworldEnv::new(Arc::new(load_game(game_text).expect("the game loads")));
     let mut result = env.reset().expect("reset");
-    let mut expert = Expert::new(&result.observation).expect("the intro parses");
-    assert_eq!(expert.task().kind, TaskType::PickTwo);
+    let mut expert = make(&result.observation);
     let mut commands = Vec::new();
     while !result.done && commands.len() < MAX_STEPS {
         let admissible = result.admissible_actions.clone().unwrap_or_default();
@@ -59,8 +70,46 @@ fn plays_through_the_env_and_is_deterministic() {
         result = env.step(&command).expect("a step");
         commands.push(command);
     }
-    assert!(result.won);
-    assert_eq!(commands, first.commands);
+    (commands, result.won)
+}
+
+#[test]
+fn an_expert_searching_for_its_appliance_tries_the_kinds_in_order_and_still_wins() {
+    let data = data();
+    let games = data.split(Split::Train);
+    for (task_type, verb, appliance) in
+        [(TaskType::PickHeat, "heat", "microwave"), (TaskType::PickClean, "clean", "sinkbasin"), (TaskType::PickCool, "cool", "fridge")]
+    {
+        for game in games.iter().filter(|g| g.task_type == task_type).take(3) {
+            let game = data.read(&game.path).expect("the game file");
+            let (direct, won) = play_with(&game, |intro| Expert::new(intro).expect("the intro parses"));
+            assert!(won, "{direct:?}");
+            // The appliance last: every other kind the room has is visited first, once.
+            let mut order: Vec<String> = APPLIANCE_KINDS.iter().filter(|k| **k != appliance).map(|k| k.to_string()).collect();
+            order.push(appliance.to_string());
+            let (searching, won) =
+                play_with(&game, |intro| Expert::new(intro).expect("the intro parses").searching_appliance(order.clone()));
+            assert!(won, "{searching:?}");
+            let processed = searching.iter().position(|c| c.starts_with(&format!("{verb} "))).expect("the task's command");
+            assert!(searching[processed].contains(&format!(" with {appliance} ")), "{searching:?}");
+            let took = searching.iter().position(|c| c.starts_with("take ")).expect("a take");
+            let visited: Vec<&str> = searching[took + 1..processed]
+                .iter()
+                .filter_map(|c| c.strip_prefix("go to "))
+                .map(|place| place.split(' ').next().unwrap_or(""))
+                .collect();
+            let expected: Vec<&str> = order.iter().map(String::as_str).filter(|k| visited.contains(k)).collect();
+            assert_eq!(visited, expected, "kinds in the search's order, each once: {searching:?}");
+            let detours = visited.iter().filter(|k| **k != appliance).count();
+            assert_eq!(searching.len(), direct.len() + detours, "a step a kind tried: {searching:?} against {direct:?}");
+            // The appliance first: the search is the direct path.
+            let (first, won) = play_with(&game, |intro| {
+                Expert::new(intro).expect("the intro parses").searching_appliance(vec![appliance.to_string()])
+            });
+            assert!(won);
+            assert_eq!(first, direct);
+        }
+    }
 }
 
 #[test]

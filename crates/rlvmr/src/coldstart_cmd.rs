@@ -22,6 +22,10 @@ pub struct ColdstartArgs {
     /// Share of demonstrations with one recoverable mistake (default 0.25).
     #[arg(long)]
     mistake_fraction: Option<f64>,
+    /// Share of ALFWorld demonstrations whose expert searches for the heat, cool or clean
+    /// appliance instead of knowing it (default 0).
+    #[arg(long)]
+    appliance_search: Option<f64>,
     /// Run directory (default: <run.out_dir>/coldstart-<env>-<split>).
     #[arg(long)]
     out: Option<PathBuf>,
@@ -55,6 +59,9 @@ pub fn run(args: ColdstartArgs) -> Result<ExitCode> {
     }
     if let Some(f) = args.mistake_fraction {
         config.coldstart.mistake_fraction = f;
+    }
+    if let Some(f) = args.appliance_search {
+        config.coldstart.appliance_search = f;
     }
     if args.data.is_some() {
         config.env.data = args.data;

@@ -45,6 +45,9 @@ pub struct Situation {
     last_failed: bool,
     /// The search was already re-planned once after running out of places.
     replanned: bool,
+    /// The player does not know which appliance heats, cools or cleans, and searches for it
+    /// ([`Situation::searching_appliance`]).
+    appliance_unknown: bool,
 }
 
 /// What kind of mistake preceded the current step.
@@ -73,7 +76,16 @@ impl Situation {
             last_action: None,
             last_failed: false,
             replanned: false,
+            appliance_unknown: false,
         }
+    }
+
+    /// The player of this episode searches for the task's appliance (the expert of
+    /// `alfworld::expert::Expert::searching_appliance`): the plan names no appliance, the
+    /// moves that carry the object to one are `explore`.
+    pub fn searching_appliance(mut self) -> Situation {
+        self.appliance_unknown = true;
+        self
     }
 
     /// Takes in one step: the command played and the feedback it got.
@@ -183,6 +195,9 @@ impl Situation {
         let looks = ["go to ", "open ", "examine "]
             .iter()
             .any(|p| action.starts_with(p));
+        if let (Some(verb), true) = (self.appliance_sought(), action.starts_with("go to ")) {
+            return (Tag::Explore, self.appliance_search_reason(verb, action, rng));
+        }
         if let (Some(what), true) = (self.searching_for(), looks) {
             let target = target_of(action);
             if self.unseen(target).is_empty() && !self.visited.is_empty() && !self.replanned {
@@ -194,6 +209,23 @@ impl Situation {
         (Tag::Monitor, self.monitor_reason(action, rng))
     }
 
+    /// The verb of the task whose appliance is being searched for, while it is: holding the
+    /// object, not yet processed, the appliance unknown.
+    fn appliance_sought(&self) -> Option<&'static str> {
+        let verb = process_verb(self.task.as_ref()?.kind)?;
+        (self.appliance_unknown && self.holds_task_object() && !self.processed).then_some(verb)
+    }
+
+    fn appliance_search_reason(&self, verb: &str, action: &str, rng: &mut impl Rng) -> String {
+        let target = target_of(action);
+        let holding = self.holding.clone().unwrap_or_default();
+        match rng.gen_range(0..3) {
+            0 => format!("I must {verb} {holding} and no command here does that, so I try {target} next."),
+            1 => format!("Nothing here lets me {verb} {holding}; I carry it to {target} to see whether I can {verb} it there."),
+            _ => format!("I still need a place where I can {verb} {holding}, so I go to {target} and check the actions there."),
+        }
+    }
+
     fn plan_reason(&self, action: &str, rng: &mut impl Rng) -> String {
         let Some(task) = &self.task else {
             return format!(
@@ -201,7 +233,10 @@ impl Situation {
                 describe(action)
             );
         };
-        let goals = subgoals(task);
+        let goals = match self.appliance_unknown {
+            true => subgoals_searching_appliance(task),
+            false => subgoals(task),
+        };
         let numbered: Vec<String> = goals
             .iter()
             .enumerate()
@@ -310,6 +345,14 @@ impl Situation {
                 ][pick]
                     .clone()
             }
+            Some(verb @ ("heat" | "cool" | "clean")) if self.appliance_unknown => {
+                let (object, place) = split_from(action, &format!("{verb} "), " with ");
+                [
+                    format!("'{action}' is among the commands here, so {place} can {verb} {object}: I {verb} it now."),
+                    format!("The task says {verb} and here I can {verb} {object} with {place}, so I do it."),
+                ][pick]
+                    .clone()
+            }
             Some(verb @ ("heat" | "cool" | "clean")) => {
                 let (object, place) = split_from(action, &format!("{verb} "), " with ");
                 [
@@ -394,6 +437,22 @@ pub fn subgoals(task: &Task) -> Vec<String> {
             ]
         }
     }
+}
+
+/// The subgoals of a task whose appliance the player does not know: a heat, cool or clean
+/// task finds it like the object; other tasks are as [`subgoals`] gives them.
+pub fn subgoals_searching_appliance(task: &Task) -> Vec<String> {
+    let Some(verb) = process_verb(task.kind) else {
+        return subgoals(task);
+    };
+    let (o, t) = (&task.object, &task.target);
+    vec![
+        format!("find {} {o}", article(o)),
+        "take it".into(),
+        format!("find where I can {verb} it"),
+        format!("{verb} it there"),
+        format!("put it in {} {t}", article(t)),
+    ]
 }
 
 /// `a` or `an` before a lower-case noun.
@@ -546,6 +605,38 @@ mod tests {
             reason.contains("microwave 1") && reason.contains("cabinet 1"),
             "{reason}"
         );
+    }
+
+    #[test]
+    fn a_player_searching_for_the_appliance_plans_none_and_explores_with_the_object() {
+        for seed in 0..6 {
+            let mut rng = ChaCha8Rng::seed_from_u64(seed);
+            let mut s = Situation::new(INTRO, None).searching_appliance();
+            let (tag, plan) = s.annotate(0, "go to cabinet 1", None, &mut rng);
+            assert_eq!(tag, Tag::Planning);
+            assert!(plan.contains("where I can cool it") && !plan.contains("fridge"), "{plan}");
+            s.update("go to cabinet 1", "You arrive at cabinet 1. The cabinet 1 is open. In it, you see a mug 2.");
+            s.update("take mug 2 from cabinet 1", "You pick up the mug 2 from the cabinet 1.");
+            let (tag, reason) = s.annotate(2, "go to microwave 1", None, &mut rng);
+            assert_eq!(tag, Tag::Explore, "{reason}");
+            assert!(reason.contains("cool mug 2") && reason.contains("microwave 1"), "{reason}");
+            s.update("go to microwave 1", "You arrive at microwave 1. The microwave 1 is closed.");
+            assert_eq!(s.annotate(3, "go to fridge 1", None, &mut rng).0, Tag::Explore);
+            s.update("go to fridge 1", "You arrive at fridge 1. The fridge 1 is closed.");
+            let (tag, reason) = s.annotate(4, "cool mug 2 with fridge 1", None, &mut rng);
+            assert_eq!(tag, Tag::Monitor);
+            assert!(reason.contains("cool") && reason.contains("mug 2") && reason.contains("fridge 1"), "{reason}");
+            s.update("cool mug 2 with fridge 1", "You cool the mug 2 using the fridge 1.");
+            let (tag, reason) = s.annotate(5, "go to cabinet 1", None, &mut rng);
+            assert_eq!(tag, Tag::Monitor, "once cooled, the object goes to its place: {reason}");
+        }
+        // A task without an appliance plans as usual.
+        let pick = INTRO.replace("put a cool mug in cabinet", "put a mug in cabinet");
+        let mut rng = ChaCha8Rng::seed_from_u64(0);
+        let plain = Situation::new(&pick, None).annotate(0, "go to cabinet 1", None, &mut rng);
+        let mut rng = ChaCha8Rng::seed_from_u64(0);
+        let searching = Situation::new(&pick, None).searching_appliance().annotate(0, "go to cabinet 1", None, &mut rng);
+        assert_eq!(plain, searching);
     }
 
     #[test]

@@ -41,12 +41,28 @@ pub struct Coldstart {
     pub teacher: Option<TeacherReport>,
 }
 
+/// How demonstrations leave the expert's straight path, each a seeded share of them.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Detours {
+    /// One recoverable mistake.
+    pub mistake_fraction: f64,
+    /// ALFWorld only: the expert searches for its appliance (heat, cool, clean tasks).
+    pub appliance_search: f64,
+}
+
+impl Detours {
+    /// Mistakes only.
+    pub fn mistakes(fraction: f64) -> Detours {
+        Detours { mistake_fraction: fraction, appliance_search: 0.0 }
+    }
+}
+
 /// Plays expert episodes on shuffled training tasks until `n` are kept (won, fewer steps
 /// than `options.max_steps`) or the tasks run out.
 pub fn coldstart(
     provider: &dyn EnvProvider,
     n: usize,
-    mistake_fraction: f64,
+    detours: Detours,
     seed: u64,
     options: &CollectorOptions,
     teacher: Option<&Teacher>,
@@ -64,7 +80,7 @@ pub fn coldstart(
     // published baselines).
     let style = output_style(&options.prompt);
     let mut gold = match provider.name() {
-        "sciworld" => Some(GoldPolicy::new(mistake_fraction)?.replying(style)),
+        "sciworld" => Some(GoldPolicy::new(detours.mistake_fraction)?.replying(style)),
         _ => None,
     };
     let mut kept = Vec::new();
@@ -78,7 +94,12 @@ pub fn coldstart(
         let specs = grouped_specs(batch, 1, mix(seed, next as u64));
         let collection = match gold.as_mut() {
             Some(gold) => collect(provider, gold, &specs, options)?,
-            None => collect(provider, &mut ExpertPolicy::new(mistake_fraction).replying(style), &specs, options)?,
+            None => {
+                let mut expert = ExpertPolicy::new(detours.mistake_fraction)
+                    .searching_appliance(detours.appliance_search)
+                    .replying(style);
+                collect(provider, &mut expert, &specs, options)?
+            }
         };
         next += batch.len();
         played += collection.episodes.len();

@@ -319,6 +319,9 @@ pub struct ColdstartSection {
     pub episodes: usize,
     /// Share of demonstrations (seeded) with one recoverable mistake.
     pub mistake_fraction: f64,
+    /// Share of ALFWorld demonstrations (seeded) whose expert searches for the heat, cool
+    /// or clean appliance instead of going straight to it (`ExpertPolicy::searching_appliance`).
+    pub appliance_search: f64,
     /// Who writes each step's tag and reason: `builtin` (rule-based) or `openai`: a served
     /// teacher (`[coldstart.teacher]`) with the actions fixed, as published; its rejected
     /// steps keep the built-in annotation.
@@ -339,6 +342,7 @@ impl Default for ColdstartSection {
         ColdstartSection {
             episodes: 200,
             mistake_fraction: 0.25,
+            appliance_search: 0.0,
             annotator: "builtin".into(),
             teacher: ServerSection {
                 logprobs: false,
@@ -359,6 +363,7 @@ impl ColdstartSection {
     fn validate(&self) -> Result<()> {
         positive("coldstart.episodes", self.episodes)?;
         in_range("coldstart.mistake_fraction", self.mistake_fraction, 0.0, 1.0)?;
+        in_range("coldstart.appliance_search", self.appliance_search, 0.0, 1.0)?;
         if !ANNOTATORS.contains(&self.annotator.as_str()) {
             return Err(TrainerError::value(
                 "coldstart.annotator",
@@ -879,6 +884,9 @@ mod tests {
         assert!(err("[sft]\nwarmup_ratio = 2.0\n").contains("sft.warmup_ratio"));
         assert!(
             err("[coldstart]\nmistake_fraction = -0.1\n").contains("coldstart.mistake_fraction")
+        );
+        assert!(
+            err("[coldstart]\nappliance_search = 1.5\n").contains("coldstart.appliance_search")
         );
         assert!(err("[run]\nname = \"a/b\"\n").contains("run.name"));
         let e = err("[model]\npath = \"scratch\"\n[sft]\nlora_rank = 4\n");

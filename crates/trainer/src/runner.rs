@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::agent::Policy;
-use crate::coldstart::{coldstart, Coldstart};
+use crate::coldstart::{coldstart, Coldstart, Detours};
 use crate::config::RunConfig;
 use crate::envs::{open_env, EnvProvider};
 use crate::error::Result;
@@ -146,7 +146,7 @@ pub fn run_coldstart(config: &RunConfig, out: &Path) -> Result<Coldstart> {
     let result = coldstart(
         provider.as_ref(),
         c.episodes,
-        c.mistake_fraction,
+        Detours { mistake_fraction: c.mistake_fraction, appliance_search: c.appliance_search },
         config.run.seed,
         &config.collector_options(),
         teacher.as_ref(),

@@ -5,14 +5,14 @@ mod common;
 use std::collections::BTreeSet;
 
 use rlvmr_core::{parse_output, OutputStyle, Tag, Validity};
-use trainer::coldstart::coldstart;
+use trainer::coldstart::{coldstart, Detours};
 use trainer::CollectorOptions;
 
 #[test]
 fn l2_demonstrations_are_tagged_expert_wins_on_training_games_with_real_recoveries() {
     let provider = common::alfworld("L2");
     let options = CollectorOptions::default();
-    let run = coldstart(provider.as_ref(), 30, 0.5, 7, &options, None).unwrap();
+    let run = coldstart(provider.as_ref(), 30, Detours::mistakes(0.5), 7, &options, None).unwrap();
     assert_eq!(run.episodes.len(), 30);
     for e in &run.episodes {
         assert!(e.game.starts_with("json_2.1.1/train/"), "{}", e.game);
@@ -91,19 +91,19 @@ fn l2_demonstrations_are_tagged_expert_wins_on_training_games_with_real_recoveri
     );
     let responses: BTreeSet<&str> = run.samples.iter().map(|s| s.response.as_str()).collect();
     assert!(responses.len() > run.samples.len() * 9 / 10, "reasons vary");
-    let again = coldstart(provider.as_ref(), 30, 0.5, 7, &options, None).unwrap();
+    let again = coldstart(provider.as_ref(), 30, Detours::mistakes(0.5), 7, &options, None).unwrap();
     assert_eq!(again.samples, run.samples, "same seed, same data");
-    let other = coldstart(provider.as_ref(), 30, 0.5, 8, &options, None).unwrap();
+    let other = coldstart(provider.as_ref(), 30, Detours::mistakes(0.5), 8, &options, None).unwrap();
     assert_ne!(other.samples, run.samples);
 }
 
 #[test]
 fn think_style_demonstrations_carry_the_same_steps_and_reasons_in_think_blocks() {
     let provider = common::alfworld("L2");
-    let tagged = coldstart(provider.as_ref(), 12, 0.5, 3, &CollectorOptions::default(), None).unwrap();
+    let tagged = coldstart(provider.as_ref(), 12, Detours::mistakes(0.5), 3, &CollectorOptions::default(), None).unwrap();
     let mut options = CollectorOptions::default();
     options.prompt.style = rlvmr_core::PromptStyle::Think;
-    let think = coldstart(provider.as_ref(), 12, 0.5, 3, &options, None).unwrap();
+    let think = coldstart(provider.as_ref(), 12, Detours::mistakes(0.5), 3, &options, None).unwrap();
     assert_eq!(think.samples.len(), tagged.samples.len());
     for (t, g) in think.episodes.iter().zip(&tagged.episodes) {
         assert_eq!(t.game, g.game);
@@ -124,4 +124,42 @@ fn think_style_demonstrations_carry_the_same_steps_and_reasons_in_think_blocks()
         assert!(s.response.starts_with("<think>"), "{}", s.response);
         assert!(s.prompt.contains("<think>"), "the prompt asks for the think format");
     }
+}
+
+#[test]
+fn demonstrations_searching_for_the_appliance_explore_with_the_object_and_stay_on_l2_types() {
+    let provider = common::alfworld("L2");
+    let options = CollectorOptions::default();
+    let detours = Detours { mistake_fraction: 0.0, appliance_search: 1.0 };
+    let searching = coldstart(provider.as_ref(), 40, detours, 5, &options, None).unwrap();
+    let direct = coldstart(provider.as_ref(), 40, Detours::mistakes(0.0), 5, &options, None).unwrap();
+    let mut with_appliance = 0;
+    let mut tried_elsewhere = 0;
+    for (s, d) in searching.episodes.iter().zip(&direct.episodes) {
+        assert_eq!(s.game, d.game, "the same games in the same order");
+        assert!(["pick", "look", "clean", "heat"].contains(&s.task_type.as_str()), "{}", s.task_type);
+        let verb = match s.task_type.as_str() {
+            "heat" | "clean" => s.task_type.as_str(),
+            _ => {
+                assert_eq!(s.steps.len(), d.steps.len(), "only appliance tasks change: {}", s.game);
+                continue;
+            }
+        };
+        with_appliance += 1;
+        let plan = &s.steps[0].output;
+        assert!(plan.contains(&format!("where I can {verb} it")), "{plan}");
+        let took = s.steps.iter().position(|t| t.action.starts_with("take ")).unwrap();
+        let processed = s.steps.iter().position(|t| t.action.starts_with(&format!("{verb} "))).unwrap();
+        for step in &s.steps[took + 1..processed] {
+            assert!(step.action.starts_with("go to "), "{}", step.action);
+            assert_eq!(step.tag, Some(Tag::Explore), "{}", step.output);
+            assert!(step.output.contains(verb), "{}", step.output);
+        }
+        assert_eq!(s.steps[processed].tag, Some(Tag::Monitor));
+        tried_elsewhere += usize::from(processed > took + 2);
+    }
+    assert!(with_appliance >= 8, "{with_appliance} heat and clean demonstrations");
+    assert!(tried_elsewhere * 2 >= with_appliance, "most searches try another kind first: {tried_elsewhere} of {with_appliance}");
+    let unchanged = coldstart(provider.as_ref(), 40, Detours { mistake_fraction: 0.0, appliance_search: 0.0 }, 5, &options, None).unwrap();
+    assert_eq!(unchanged.samples, direct.samples, "without the search the demonstrations are as before");
 }

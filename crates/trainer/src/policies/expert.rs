@@ -7,10 +7,14 @@
 //! inadmissible version of it, or a detour to another receptacle), and at the next step the
 //! expert's intended command, tagged `reflection`. The expert never sees the mistake's
 //! feedback, so it stays on track.
+//!
+//! Another seeded fraction may search for the appliance of a heat, cool or clean task (try
+//! the kitchen's and bathroom's fixed appliances in a shuffled order until the task's command
+//! is admissible) instead of knowing it, as it searches for the object.
 
 use std::collections::HashMap;
 
-use alfworld::expert::{Expert, Task};
+use alfworld::expert::{Expert, Task, APPLIANCE_KINDS};
 use alfworld::TaskSpec;
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
@@ -34,6 +38,8 @@ struct Slot {
     situation: Option<Situation>,
     rng: ChaCha8Rng,
     mistake_at: Option<usize>,
+    /// The appliance kinds to try, in order, when this episode searches for its appliance.
+    appliance_order: Option<Vec<String>>,
     /// The expert's intended command, to play right after a mistake.
     correction: Option<String>,
     /// The kind of mistake the previous step was.
@@ -41,9 +47,11 @@ struct Slot {
     last_action: String,
 }
 
-/// The expert policy; `mistake_fraction` of the episodes (seeded) get one mistake.
+/// The expert policy; `mistake_fraction` of the episodes (seeded) get one mistake, and
+/// `appliance_search` of them search for their appliance ([`ExpertPolicy::searching_appliance`]).
 pub struct ExpertPolicy {
     mistake_fraction: f64,
+    appliance_search: f64,
     style: OutputStyle,
     slots: HashMap<usize, Slot>,
 }
@@ -53,9 +61,18 @@ impl ExpertPolicy {
     pub fn new(mistake_fraction: f64) -> Self {
         ExpertPolicy {
             mistake_fraction: mistake_fraction.clamp(0.0, 1.0),
+            appliance_search: 0.0,
             style: OutputStyle::Tagged,
             slots: HashMap::new(),
         }
+    }
+
+    /// In a seeded `fraction` of the episodes the expert of a heat, cool or clean task does
+    /// not go straight to its appliance: it tries the kinds of [`APPLIANCE_KINDS`] in a
+    /// shuffled order until the task's command is admissible (`alfworld::expert::Expert::searching_appliance`).
+    pub fn searching_appliance(mut self, fraction: f64) -> Self {
+        self.appliance_search = fraction.clamp(0.0, 1.0);
+        self
     }
 
     /// Replies in `style` (`<think>` demonstrations for the published baselines).
@@ -119,8 +136,21 @@ fn detour(command: &str, admissible: &[String], rng: &mut impl Rng) -> Option<St
     others.choose(rng).map(|s| s.to_string())
 }
 
+/// Whether an episode searches for its appliance, and in which order: drawn from a stream
+/// of its own, so that demonstrations without the search stay as they were.
+fn appliance_order(rollout_seed: u64, fraction: f64) -> Option<Vec<String>> {
+    // The episode's seed mixed with "applianc" in ASCII: a stream apart from the mistakes'.
+    let mut rng = ChaCha8Rng::seed_from_u64(rollout_seed ^ 0x6170_706c_6961_6e63);
+    if fraction <= 0.0 || !rng.gen_bool(fraction) {
+        return None;
+    }
+    let mut order: Vec<String> = APPLIANCE_KINDS.iter().map(|k| k.to_string()).collect();
+    order.shuffle(&mut rng);
+    Some(order)
+}
+
 impl Slot {
-    fn new(spec: &EpisodeSpec, mistake_fraction: f64) -> Slot {
+    fn new(spec: &EpisodeSpec, mistake_fraction: f64, appliance_search: f64) -> Slot {
         let mut rng = ChaCha8Rng::seed_from_u64(spec.rollout_seed);
         let mistake_at = rng
             .gen_bool(mistake_fraction)
@@ -131,6 +161,7 @@ impl Slot {
             situation: None,
             rng,
             mistake_at,
+            appliance_order: appliance_order(spec.rollout_seed, appliance_search),
             correction: None,
             last_mistake: None,
             last_action: String::new(),
@@ -149,8 +180,14 @@ impl Slot {
                 )
                 .map_err(|e| e.to_string())?,
             };
-            self.expert = Some(expert);
-            self.situation = Some(Situation::new(turn.observation, fallback));
+            let situation = Situation::new(turn.observation, fallback);
+            (self.expert, self.situation) = match self.appliance_order.clone() {
+                Some(order) => (
+                    Some(expert.searching_appliance(order)),
+                    Some(situation.searching_appliance()),
+                ),
+                None => (Some(expert), Some(situation)),
+            };
         } else if let Some(situation) = self.situation.as_mut() {
             situation.update(&self.last_action, turn.observation);
         }
@@ -201,7 +238,7 @@ impl Policy for ExpertPolicy {
 
     fn start_episode(&mut self, slot: usize, spec: &EpisodeSpec) -> Result<()> {
         self.slots
-            .insert(slot, Slot::new(spec, self.mistake_fraction));
+            .insert(slot, Slot::new(spec, self.mistake_fraction, self.appliance_search));
         Ok(())
     }
 
