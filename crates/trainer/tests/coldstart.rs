@@ -141,7 +141,9 @@ fn demonstrations_searching_for_the_appliance_explore_with_the_object_and_stay_o
         let verb = match s.task_type.as_str() {
             "heat" | "clean" => s.task_type.as_str(),
             _ => {
-                assert_eq!(s.steps.len(), d.steps.len(), "only appliance tasks change: {}", s.game);
+                // The search draws from a stream of its own: other tasks keep every reply.
+                let replies = |e: &trainer::EpisodeRecord| e.steps.iter().map(|t| t.output.clone()).collect::<Vec<_>>();
+                assert_eq!(replies(s), replies(d), "only appliance tasks change: {}", s.game);
                 continue;
             }
         };
@@ -160,6 +162,4 @@ fn demonstrations_searching_for_the_appliance_explore_with_the_object_and_stay_o
     }
     assert!(with_appliance >= 8, "{with_appliance} heat and clean demonstrations");
     assert!(tried_elsewhere * 2 >= with_appliance, "most searches try another kind first: {tried_elsewhere} of {with_appliance}");
-    let unchanged = coldstart(provider.as_ref(), 40, Detours { mistake_fraction: 0.0, appliance_search: 0.0 }, 5, &options, None).unwrap();
-    assert_eq!(unchanged.samples, direct.samples, "without the search the demonstrations are as before");
 }

@@ -38,7 +38,8 @@ struct Slot {
     situation: Option<Situation>,
     rng: ChaCha8Rng,
     mistake_at: Option<usize>,
-    /// The appliance kinds to try, in order, when this episode searches for its appliance.
+    /// The appliance kinds to try, in order, when this episode searches for its appliance
+    /// (handed to the expert at the first step).
     appliance_order: Option<Vec<String>>,
     /// The expert's intended command, to play right after a mistake.
     correction: Option<String>,
@@ -181,7 +182,7 @@ impl Slot {
                 .map_err(|e| e.to_string())?,
             };
             let situation = Situation::new(turn.observation, fallback);
-            (self.expert, self.situation) = match self.appliance_order.clone() {
+            (self.expert, self.situation) = match self.appliance_order.take() {
                 Some(order) => (
                     Some(expert.searching_appliance(order)),
                     Some(situation.searching_appliance()),
