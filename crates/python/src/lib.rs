@@ -32,7 +32,7 @@ fn by_name<T: serde::de::DeserializeOwned>(what: &str, name: &str, accepted: &st
 #[pyo3(signature = (text, style = "tagged", validity = "strict"))]
 fn parse_output<'py>(py: Python<'py>, text: &str, style: &str, validity: &str) -> PyResult<Bound<'py, PyDict>> {
     let style: OutputStyle = by_name("style", style, "\"tagged\" or \"think\"")?;
-    let validity: Validity = by_name("validity", validity, "\"strict\" or \"lenient\"")?;
+    let validity: Validity = by_name("validity", validity, "\"strict\", \"lenient\" or \"reference\"")?;
     let parsed = rlvmr_core::parse_output(text, style, validity);
     let out = PyDict::new(py);
     out.set_item("tag", parsed.step_tag().map(|t| t.name()))?;

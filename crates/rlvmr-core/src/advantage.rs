@@ -412,7 +412,7 @@ mod tests {
     const M: Option<Tag> = Some(Tag::Monitor);
 
     fn fact<'a>(valid: bool, tag: Option<Tag>, action: &'a str, observation: &'a str) -> StepFacts<'a> {
-        StepFacts { format_valid: valid, tag, action, admissible: true, observation }
+        StepFacts { format_valid: valid, tag, action, admissible: true, observation, output: "" }
     }
 
     fn close(actual: &[f64], expected: &[f64]) {

@@ -8,7 +8,7 @@
 //!
 //! **Strict** validity (the reference code for ALFWorld) fails a step when any of:
 //! not exactly one action block; not exactly one reasoning block over all
-//! reasoning tags; the reasoning block is empty (after trimming); the reasoning
+//! reasoning tags; the reasoning block is empty (after Python's `strip`); the reasoning
 //! block starts after the action block; the text contains a CJK character
 //! (U+4E00..=U+9FFF). **Lenient** validity (the paper's words; the reference code
 //! for ScienceWorld) asks for at least one complete reasoning block, at least one
@@ -27,6 +27,11 @@ pub enum Validity {
     #[default]
     Strict,
     Lenient,
+    /// Strict as the reference code's ALFWorld projection writes it, string for string:
+    /// a block is empty when nothing but markup (`<br>`, any `<...>` on one line) and
+    /// whitespace is left once its tags are removed; empty blocks still count towards the
+    /// one reasoning block; only non-empty blocks must come before the first `<action>`.
+    Reference,
 }
 
 /// Which reasoning blocks the output should carry.
@@ -128,6 +133,65 @@ pub fn strip(s: &str) -> &str {
     s.trim_matches(|c: char| c.is_whitespace() || ('\u{1c}'..='\u{1f}').contains(&c))
 }
 
+/// `text` without its markup: every `<...>` that closes before a line break, as Python's
+/// `re.sub(r"<.*?>", "", text)` removes it (no DOTALL: a `<` whose `>` comes after a newline
+/// stays).
+pub fn remove_markup(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(open) = rest.find('<') {
+        out.push_str(&rest[..open]);
+        let after = &rest[open + 1..];
+        match after.find(['>', '\n']) {
+            Some(end) if after.as_bytes()[end] == b'>' => rest = &after[end + 1..],
+            _ => {
+                out.push('<');
+                rest = after;
+            }
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+/// [`Validity::Reference`]'s checks after the CJK test: one action block; over all reasoning
+/// blocks (empty ones included) exactly one; at least one with text left after
+/// [`remove_markup`] and [`strip`]; no such block after the first `<action>` (found in the
+/// lower-cased text, -1 when absent, as `str.find` gives), each block placed where its exact
+/// text first occurs.
+fn reference_validity(text: &str, lower: &str, actions: &[Block<'_>], reasoning: &[(Option<Tag>, Block<'_>)], invalid: &mut Vec<InvalidReason>) {
+    match actions.len() {
+        0 => invalid.push(InvalidReason::NoActionBlock),
+        1 => {}
+        n => invalid.push(InvalidReason::MultipleActionBlocks(n)),
+    }
+    let first_action = lower.find("<action>").map_or(-1, |p| p as i64);
+    let mut non_empty = 0;
+    let mut after_action = false;
+    for (tag, block) in reasoning {
+        let name = tag.map_or("think", |t| t.name());
+        let whole = &text[block.start..block.start + name.len() * 2 + 5 + block.inner.len()];
+        if strip(&remove_markup(whole)).is_empty() {
+            continue;
+        }
+        non_empty += 1;
+        if text.find(whole).is_some_and(|p| p as i64 > first_action) {
+            after_action = true;
+        }
+    }
+    match reasoning.len() {
+        0 => invalid.push(InvalidReason::NoReasoningBlock),
+        1 => {}
+        n => invalid.push(InvalidReason::MultipleReasoningBlocks(n)),
+    }
+    if !reasoning.is_empty() && non_empty == 0 {
+        invalid.push(InvalidReason::EmptyReasoning);
+    }
+    if after_action {
+        invalid.push(InvalidReason::ReasoningAfterAction);
+    }
+}
+
 /// Parses one step output.
 pub fn parse_output(text: &str, style: OutputStyle, validity: Validity) -> ParsedOutput {
     // ASCII lower-casing keeps byte offsets, so matches index the original text.
@@ -153,7 +217,7 @@ pub fn parse_output(text: &str, style: OutputStyle, validity: Validity) -> Parse
                 n => invalid.push(InvalidReason::MultipleReasoningBlocks(n)),
             }
             if let [(_, r)] = reasoning.as_slice() {
-                if r.inner.trim().is_empty() {
+                if strip(r.inner).is_empty() {
                     invalid.push(InvalidReason::EmptyReasoning);
                 }
                 if let [a] = actions.as_slice() {
@@ -163,6 +227,7 @@ pub fn parse_output(text: &str, style: OutputStyle, validity: Validity) -> Parse
                 }
             }
         }
+        Validity::Reference => reference_validity(text, &lower, &actions, &reasoning, &mut invalid),
         Validity::Lenient => {
             if actions.is_empty() {
                 invalid.push(InvalidReason::NoActionBlock);
@@ -179,7 +244,7 @@ pub fn parse_output(text: &str, style: OutputStyle, validity: Validity) -> Parse
     let first = reasoning.first();
     ParsedOutput {
         tag: first.and_then(|(t, _)| *t),
-        reasoning: first.map(|(_, b)| b.inner.trim().to_string()),
+        reasoning: first.map(|(_, b)| strip(b.inner).to_string()),
         action: match actions.as_slice() {
             [a] => strip(a.inner).to_string(),
             _ => String::new(),

@@ -17,6 +17,6 @@ pub use prompt::{
     render as render_prompt, HistoryEntry, HistoryWindow, PromptConfig, PromptEnv, PromptInput,
     PromptStyle,
 };
-pub use reward::{compute_rewards, EpisodeFacts, EpisodeRewards, RewardConfig, StepFacts, StepReward};
+pub use reward::{compute_rewards, EpisodeFacts, EpisodeRewards, Matching, RewardConfig, StepFacts, StepReward};
 pub use score::{batch_metrics, score, score_json, EpisodeIn, EpisodeScore, ScoreConfig, StepIn, StepScore};
 pub use tag::Tag;

@@ -84,6 +84,8 @@ pub struct StepFacts<'a> {
     pub admissible: bool,
     /// The observation the step acted on: the anchor state GiGPO groups by.
     pub observation: &'a str,
+    /// The reply as the model wrote it ([`Matching::Reference`] reads tags and actions from it).
+    pub output: &'a str,
 }
 
 /// One episode: the group it belongs to, its outcome, and its steps in order.
@@ -119,6 +121,50 @@ pub enum ReflectionRule {
     AfterConsecutiveFailures { n: NonZeroU32 },
 }
 
+/// How the rules read a step's tag and action.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Matching {
+    /// The parsed step: the tag of its one reasoning block, its stripped action.
+    #[default]
+    Parsed,
+    /// The reference code's string tests on the raw reply ([`reference_tag`],
+    /// [`reference_actions`]): a monitor step, or a reply whose tag is written in capitals,
+    /// counts as untagged; a monitor reply that mentions `<planning>` is a planning step;
+    /// actions compare unstripped, case-sensitively, and one spanning a line break is no
+    /// action at all.
+    Reference,
+}
+
+/// The tag the reference code gives a valid reply: the first of `<planning>`, `<explore>`,
+/// `<reflection>` found as a case-sensitive substring anywhere in it; `None` otherwise
+/// (monitor included: its reward is 0 and it groups with the untagged steps).
+pub fn reference_tag(output: &str) -> Option<Tag> {
+    [Tag::Planning, Tag::Explore, Tag::Reflection].into_iter().find(|t| output.contains(&format!("<{}>", t.name())))
+}
+
+/// Every action the reference code's reward rules see in a reply: Python's
+/// `re.findall(r'<action>(.*?)</action>', output)`, case-sensitive, raw, and without DOTALL
+/// (a block holding a line break is no match; the search goes on from the next character).
+pub fn reference_actions(output: &str) -> Vec<&str> {
+    const OPEN: &str = "<action>";
+    const CLOSE: &str = "</action>";
+    let mut found = Vec::new();
+    let mut from = 0;
+    while let Some(rel) = output[from..].find(OPEN) {
+        let start = from + rel;
+        let inner_start = start + OPEN.len();
+        match output[inner_start..].find(CLOSE) {
+            Some(len) if !output[inner_start..inner_start + len].contains('\n') => {
+                found.push(&output[inner_start..inner_start + len]);
+                from = inner_start + len + CLOSE.len();
+            }
+            _ => from = start + 1,
+        }
+    }
+    found
+}
+
 /// Reward weights and rule variants. `Default` is the reference code's configuration.
 ///
 /// In TOML: `exploration = "new_target"`, `reflection = "previous_step"` or
@@ -137,6 +183,8 @@ pub struct RewardConfig {
     pub monitor_reward: f64,
     pub exploration: ExplorationRule,
     pub reflection: ReflectionRule,
+    /// How the rules read tags and actions: `parsed` or `reference`.
+    pub matching: Matching,
 }
 
 impl Default for RewardConfig {
@@ -150,6 +198,7 @@ impl Default for RewardConfig {
             monitor_reward: 0.0,
             exploration: ExplorationRule::NewAction,
             reflection: ReflectionRule::PreviousStep,
+            matching: Matching::Parsed,
         }
     }
 }
@@ -270,13 +319,17 @@ pub fn compute_rewards<'a>(config: &RewardConfig, episode: &EpisodeFacts<'a>) ->
     let mut reached: HashSet<String> = HashSet::new();
     let mut out = Vec::with_capacity(steps.len());
     for (t, step) in steps.iter().enumerate() {
-        let tag = if step.format_valid { step.tag } else { None };
+        let tag = match (step.format_valid, config.matching) {
+            (false, _) => None,
+            (true, Matching::Parsed) => step.tag,
+            (true, Matching::Reference) => reference_tag(step.output),
+        };
         let penalty = if step.format_valid { 0.0 } else { config.format_penalty };
         let mr_reward = match tag {
             None => 0.0,
             Some(Tag::Planning) if episode.won => config.planning_reward,
-            Some(Tag::Explore) if exploration_earned(config.exploration, steps, t, &reached) => config.exploration_reward,
-            Some(Tag::Reflection) if reflection_earned(config.reflection, steps, t) => config.reflection_reward,
+            Some(Tag::Explore) if exploration_earned(config, steps, t, &reached) => config.exploration_reward,
+            Some(Tag::Reflection) if reflection_earned(config, steps, t) => config.reflection_reward,
             Some(Tag::Monitor) => config.monitor_reward,
             Some(_) => 0.0,
         };
@@ -295,12 +348,20 @@ pub fn compute_rewards<'a>(config: &RewardConfig, episode: &EpisodeFacts<'a>) ->
     EpisodeRewards { uid: episode.uid, won: episode.won, steps: out }
 }
 
-/// Whether the explore step `t` earns its reward under `rule`; `reached` holds the targets of
-/// the admissible actions of steps `0..t`.
-fn exploration_earned(rule: ExplorationRule, steps: &[StepFacts<'_>], t: usize, reached: &HashSet<String>) -> bool {
+/// Whether steps `a` and `b` took the same action, as `matching` reads actions.
+fn same_action(matching: Matching, a: &StepFacts<'_>, b: &StepFacts<'_>) -> bool {
+    match matching {
+        Matching::Parsed => a.action == b.action,
+        Matching::Reference => reference_actions(a.output) == reference_actions(b.output),
+    }
+}
+
+/// Whether the explore step `t` earns its reward under `config.exploration`; `reached` holds
+/// the targets of the admissible actions of steps `0..t`.
+fn exploration_earned(config: &RewardConfig, steps: &[StepFacts<'_>], t: usize, reached: &HashSet<String>) -> bool {
     let step = &steps[t];
-    match rule {
-        ExplorationRule::NewAction => !steps[..t].iter().any(|p| p.format_valid && p.action == step.action),
+    match config.exploration {
+        ExplorationRule::NewAction => !steps[..t].iter().any(|p| p.format_valid && same_action(config.matching, p, step)),
         ExplorationRule::NewTarget => step.admissible && action_targets(step.action).iter().any(|x| !reached.contains(x)),
     }
 }
@@ -309,10 +370,10 @@ fn failed(step: &StepFacts<'_>) -> bool {
     !step.format_valid || !step.admissible
 }
 
-/// Whether the reflection step `t` earns its reward under `rule`.
-fn reflection_earned(rule: ReflectionRule, steps: &[StepFacts<'_>], t: usize) -> bool {
-    let changed = t == 0 || steps[t].action != steps[t - 1].action;
-    match rule {
+/// Whether the reflection step `t` earns its reward under `config.reflection`.
+fn reflection_earned(config: &RewardConfig, steps: &[StepFacts<'_>], t: usize) -> bool {
+    let changed = t == 0 || !same_action(config.matching, &steps[t], &steps[t - 1]);
+    match config.reflection {
         ReflectionRule::PreviousStep => changed && (t == 0 || failed(&steps[t - 1])),
         ReflectionRule::AfterConsecutiveFailures { n } => {
             let n = n.get() as usize;
@@ -328,7 +389,7 @@ mod tests {
     use serde::Deserialize;
 
     fn step<'a>(valid: bool, tag: Option<Tag>, action: &'a str, admissible: bool) -> StepFacts<'a> {
-        StepFacts { format_valid: valid, tag, action, admissible, observation: "obs" }
+        StepFacts { format_valid: valid, tag, action, admissible, observation: "obs", output: "" }
     }
 
     fn ep<'a>(won: bool, steps: Vec<StepFacts<'a>>) -> EpisodeFacts<'a> {
@@ -516,7 +577,7 @@ mod tests {
         let e = EpisodeFacts {
             uid: "task-7",
             won: false,
-            steps: vec![StepFacts { format_valid: true, tag: M, action: "look", admissible: true, observation: "You are in a room." }],
+            steps: vec![StepFacts { format_valid: true, tag: M, action: "look", admissible: true, observation: "You are in a room.", output: "" }],
         };
         let r = compute_rewards(&RewardConfig::default(), &e);
         assert_eq!(r.uid, "task-7");
@@ -551,7 +612,7 @@ mod tests {
 
         fn facts() -> impl Strategy<Value = EpisodeFacts<'static>> {
             let step = (any::<bool>(), prop_oneof![Just(None), Just(P), Just(E), Just(R), Just(M)], 0..ACTIONS.len(), any::<bool>())
-                .prop_map(|(valid, tag, a, admissible)| StepFacts { format_valid: valid, tag, action: ACTIONS[a], admissible, observation: "o" });
+                .prop_map(|(valid, tag, a, admissible)| StepFacts { format_valid: valid, tag, action: ACTIONS[a], admissible, observation: "o", output: "" });
             (any::<bool>(), prop::collection::vec(step, 0..12)).prop_map(|(won, steps)| EpisodeFacts { uid: "g", won, steps })
         }
 

@@ -124,6 +124,7 @@ pub fn score(config: &ScoreConfig, episodes: &[EpisodeIn]) -> Result<Vec<Episode
                     action: &p.action,
                     admissible: s.admissible_actions.contains(&p.action),
                     observation: &s.observation,
+                    output: &s.output,
                 })
                 .collect(),
         })

@@ -14,7 +14,7 @@ proptest! {
     #[test]
     fn arbitrary_text_never_panics(text in "\\PC{0,300}") {
         for style in [OutputStyle::Tagged, OutputStyle::Think] {
-            for validity in [Validity::Strict, Validity::Lenient] {
+            for validity in [Validity::Strict, Validity::Lenient, Validity::Reference] {
                 let p = parse_output(&text, style, validity);
                 prop_assert_eq!(p.format_valid(), p.invalid.is_empty());
             }

@@ -13,9 +13,14 @@ pub struct ColdstartArgs {
     /// alfworld or sciworld (default: the config's, else alfworld).
     #[arg(long)]
     env: Option<String>,
-    /// L0, L1 or L2: demonstrations come from this level's training games only.
+    /// L0, L1 or L2: the level whose training the demonstrations prepare.
     #[arg(long)]
     split: Option<String>,
+    /// published (ALFWorld: demonstrations from the training games of all six task types,
+    /// as the authors' code) or strict (the level's training games only); overrides
+    /// [env] protocol (default published).
+    #[arg(long, value_parser = crate::train_cmd::parse_protocol)]
+    protocol: Option<trainer::envs::Protocol>,
     /// Demonstrations to keep (default 200).
     #[arg(short = 'n', long = "episodes")]
     episodes: Option<usize>,
@@ -53,6 +58,9 @@ pub fn run(args: ColdstartArgs) -> Result<ExitCode> {
     }
     if let Some(split) = args.split {
         config.env.split = split;
+    }
+    if let Some(protocol) = args.protocol {
+        config.env.protocol = protocol;
     }
     if let Some(n) = args.episodes {
         config.coldstart.episodes = n;
@@ -95,6 +103,7 @@ pub fn run(args: ColdstartArgs) -> Result<ExitCode> {
         .filter(|e| e.steps.iter().any(|s| s.mistake))
         .count();
     let steps: usize = result.episodes.iter().map(|e| e.steps.len()).sum();
+    println!("{}", config.env.protocol.describe());
     println!(
         "kept {} of {} expert episodes ({} with a planted mistake), {} steps, {} SFT samples",
         result.episodes.len(),
@@ -119,7 +128,7 @@ pub fn run(args: ColdstartArgs) -> Result<ExitCode> {
     }
     if result.episodes.len() < config.coldstart.episodes {
         eprintln!(
-            "warning: only {} demonstrations; the level's training games ran out",
+            "warning: only {} demonstrations; the cold start's training games ran out",
             result.episodes.len()
         );
     }

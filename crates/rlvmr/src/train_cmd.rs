@@ -27,6 +27,11 @@ pub struct TrainArgs {
     /// model's name, or `coldstart`; overrides [rl] init.
     #[arg(long)]
     init: Option<String>,
+    /// published (the cold start draws from all six ALFWorld task types, RL from the level's,
+    /// as the authors' code) or strict (the level's types everywhere before the test);
+    /// overrides [env] protocol.
+    #[arg(long, value_parser = parse_protocol)]
+    protocol: Option<trainer::envs::Protocol>,
     /// Seed of every random choice of the run (games, sampling, shuffles); overrides [run] seed.
     #[arg(long)]
     seed: Option<u64>,
@@ -34,8 +39,40 @@ pub struct TrainArgs {
     #[arg(long)]
     out: Option<PathBuf>,
     /// Continue the run in DIR from its last complete checkpoint, with the config it saved.
-    #[arg(long, conflicts_with_all = ["config", "algo", "init", "seed", "out"])]
+    #[arg(long, conflicts_with_all = ["config", "algo", "init", "protocol", "seed", "out"])]
     resume: Option<PathBuf>,
+    /// RL iterations in all; overrides [rl] iterations. With --resume it extends (or
+    /// shortens, down to the iterations done) a run whose learning rate is constant, as if
+    /// it had been planned that long.
+    #[arg(long)]
+    iterations: Option<usize>,
+}
+
+/// `saved` with its iteration count changed to `iterations` for a resumed run: refused when
+/// the learning-rate schedule depends on the count (warmup, cosine), since the iterations
+/// already done would not be the new schedule's.
+fn with_iterations(mut saved: RunConfig, iterations: usize, dir: &std::path::Path) -> Result<RunConfig> {
+    let rl = &saved.rl;
+    let fixed = rl.schedule == trainer::config::LrSchedule::Constant && rl.warmup_ratio == 0.0;
+    if iterations != rl.iterations && !fixed {
+        bail!(
+            "--iterations {iterations}: the run in {} has a learning-rate schedule over its {} iterations \
+             (rl.schedule {:?}, rl.warmup_ratio {}); only a constant rate without warmup can be extended",
+            dir.display(),
+            rl.iterations,
+            rl.schedule,
+            rl.warmup_ratio
+        );
+    }
+    saved.rl.iterations = iterations;
+    saved.validate()?;
+    Ok(saved)
+}
+
+/// `--protocol`'s names.
+pub fn parse_protocol(name: &str) -> Result<trainer::envs::Protocol, String> {
+    trainer::envs::Protocol::from_name(name)
+        .ok_or_else(|| format!("unknown protocol '{name}': use published or strict"))
 }
 
 /// `--algo`'s names.
@@ -65,7 +102,11 @@ pub fn run(args: TrainArgs) -> Result<ExitCode> {
             if !saved.is_file() {
                 bail!("{} is not a run directory of rlvmr train (no config.toml)", dir.display());
             }
-            (load_config(Some(&saved))?, dir, true)
+            let mut config = load_config(Some(&saved))?;
+            if let Some(n) = args.iterations {
+                config = with_iterations(config, n, &dir)?;
+            }
+            (config, dir, true)
         }
         None => {
             let mut config = match &args.config {
@@ -80,6 +121,12 @@ pub fn run(args: TrainArgs) -> Result<ExitCode> {
             }
             if let Some(seed) = args.seed {
                 config.run.seed = seed;
+            }
+            if let Some(protocol) = args.protocol {
+                config.env.protocol = protocol;
+            }
+            if let Some(n) = args.iterations {
+                config.rl.iterations = n;
             }
             config.validate()?;
             let out = args.out.unwrap_or_else(|| {
@@ -123,5 +170,16 @@ mod tests {
         assert_eq!(config.model.path, trainer::config::SCRATCH_MODEL);
         assert_eq!(config.advantage.algo, Algo::GrpoMr);
         assert_eq!(config.rl.final_eval, ["L0", "L1", "L2"]);
+        assert_eq!(config.env.protocol, trainer::envs::Protocol::Published);
+    }
+
+    #[test]
+    fn the_strict_preset_is_the_main_job_with_only_its_name_and_protocol_changed() {
+        let strict = RunConfig::from_toml(include_str!("../../../configs/cpu-l2-strict.toml")).unwrap();
+        assert_eq!(strict.env.protocol, trainer::envs::Protocol::Strict);
+        let mut main = RunConfig::from_toml(MAIN_PRESET).unwrap();
+        main.run.name = strict.run.name.clone();
+        main.env.protocol = strict.env.protocol;
+        assert_eq!(main, strict);
     }
 }

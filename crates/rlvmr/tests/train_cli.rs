@@ -70,6 +70,113 @@ fn metrics_without_time(dir: &Path) -> Vec<serde_json::Value> {
         .collect()
 }
 
+/// The folder names of ALFWorld's two L2 test types (cool, pick_two) and their labels in a
+/// record: what a file mentions when it holds one of their games.
+const L2_TEST_MARKS: [&str; 4] = [
+    "pick_cool_then_place_in_recep",
+    "pick_two_obj_and_place",
+    "\"task_type\":\"cool\"",
+    "\"task_type\":\"pick_two\"",
+];
+
+/// Every file under `dir` with its bytes (gzipped files unpacked).
+fn files_under(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            out.extend(files_under(&path));
+            continue;
+        }
+        let mut bytes = std::fs::read(&path).unwrap();
+        if path.extension().is_some_and(|e| e == "gz") {
+            let mut text = Vec::new();
+            std::io::Read::read_to_end(&mut flate2::read::GzDecoder::new(&bytes[..]), &mut text).unwrap();
+            bytes = text;
+        }
+        out.push((path, bytes));
+    }
+    out
+}
+
+fn mentions(bytes: &[u8], mark: &str) -> bool {
+    bytes.windows(mark.len()).any(|w| w == mark.as_bytes())
+}
+
+fn task_types(lines: &[serde_json::Value]) -> std::collections::BTreeSet<String> {
+    lines.iter().map(|l| l["task_type"].as_str().unwrap().to_string()).collect()
+}
+
+/// The smoke preset with 40 demonstrations under `protocol`, episodes of up to 30 steps (the
+/// expert needs more than the preset's 6 for every type), no evaluation during RL and no
+/// final evaluation: everything it writes comes before the test.
+fn protocol_run(dir: &Path, protocol: &str) -> (PathBuf, String) {
+    let text = std::fs::read_to_string(repo().join("configs/smoke.toml")).unwrap();
+    let text = text
+        .replace("episodes = 20", "episodes = 40")
+        .replace("max_steps = 6", "max_steps = 30")
+        .replace("eval_every = 2", "eval_every = 0")
+        .replace("final_eval = [\"L2\"]", "final_eval = []");
+    let config = dir.join("smoke.toml");
+    std::fs::write(&config, text).unwrap();
+    let out = dir.join(protocol);
+    let (code, stdout, err) = rlvmr(&[
+        "train", "--config", config.to_str().unwrap(), "--protocol", protocol, "--out", out.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    (out, stdout)
+}
+
+#[test]
+fn under_published_the_cold_start_holds_all_six_types_and_rl_only_types_1_to_4() {
+    let dir = scratch("published");
+    let (out, stdout) = protocol_run(&dir, "published");
+    assert!(stdout.starts_with("protocol published:"), "the table's header names it: {stdout}");
+    assert!(std::fs::read_to_string(out.join("config.toml")).unwrap().contains("protocol = \"published\""));
+    let demonstrations = json_lines(&out.join("coldstart/trajectories.jsonl"));
+    assert_eq!(
+        task_types(&demonstrations).into_iter().collect::<Vec<_>>(),
+        ["clean", "cool", "heat", "look", "pick", "pick_two"],
+        "the authors' cold start draws from every type"
+    );
+    let mut rollouts = Vec::new();
+    for (path, bytes) in files_under(&out.join("rollouts")) {
+        let text = String::from_utf8(bytes).unwrap();
+        assert!(!text.is_empty(), "{}", path.display());
+        rollouts.extend(text.lines().map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()));
+    }
+    assert_eq!(rollouts.len(), 2 * 2 * 4, "2 iterations of 2 games x 4 rollouts");
+    for episode in &rollouts {
+        let game = episode["game"].as_str().unwrap();
+        assert!(game.starts_with("json_2.1.1/train/"), "{game}");
+        assert!(
+            ["pick", "look", "clean", "heat"].contains(&episode["task_type"].as_str().unwrap()),
+            "RL under published plays types 1-4 only: {game}"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn under_strict_no_file_written_before_the_test_mentions_a_cool_or_pick_two_game() {
+    let dir = scratch("strict");
+    let (out, stdout) = protocol_run(&dir, "strict");
+    assert!(stdout.starts_with("protocol strict:"), "{stdout}");
+    let demonstrations = json_lines(&out.join("coldstart/trajectories.jsonl"));
+    assert_eq!(task_types(&demonstrations).into_iter().collect::<Vec<_>>(), ["clean", "heat", "look", "pick"]);
+    let files = files_under(&out);
+    assert!(files.iter().any(|(p, _)| p.ends_with("rollouts/0002.jsonl.gz")));
+    for (path, bytes) in &files {
+        for mark in L2_TEST_MARKS {
+            assert!(!mentions(bytes, mark), "{} mentions {mark}", path.display());
+        }
+    }
+    // The check can fail: a record of a cool game is caught.
+    let record = br#"{"game":"json_2.1.1/train/pick_cool_then_place_in_recep-Apple-None-Microwave-19/trial_1/game.tw-pddl","task_type":"cool"}"#;
+    assert!(mentions(record, L2_TEST_MARKS[0]) && mentions(record, L2_TEST_MARKS[2]));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[test]
 fn the_smoke_preset_writes_metrics_rollouts_checkpoints_and_the_final_model() {
     let dir = scratch("smoke");
@@ -91,10 +198,12 @@ fn the_smoke_preset_writes_metrics_rollouts_checkpoints_and_the_final_model() {
     for key in [
         "success", "success_by_type", "rewards", "tag_mix", "invalid_rate", "inadmissible_rate",
         "repetitive_rate", "avg_actions", "response_length", "kl", "entropy", "clip_fraction",
-        "logprob_gap_mean", "logprob_gap_max", "grad_norm", "lr", "tokens", "time",
+        "grad_norm", "lr", "tokens", "time",
     ] {
         assert!(iterations[0].get(key).is_some(), "no {key} in {}", iterations[0]);
     }
+    // The old log-probs were the sampler's: nothing recomputed, no gap to report.
+    assert!(iterations[0].get("logprob_gap_mean").is_none(), "{}", iterations[0]);
     for phase in ["rollout", "scoring", "logprobs", "update"] {
         assert!(iterations[0]["time"]["seconds"][phase].is_number());
     }
@@ -193,6 +302,12 @@ fn kill(mut child: Child) {
 fn a_run_killed_twice_and_resumed_ends_exactly_as_an_uninterrupted_one() {
     let dir = scratch("resume");
     let config = smoke_config(&dir, 4);
+    // Recomputed old log-probs and evaluations on two levels resume exactly too.
+    let text = std::fs::read_to_string(&config).unwrap().replace(
+        "[rl]\n",
+        "[rl]\nold_logprobs = \"recompute\"\neval_levels = [\"L0\", \"L2\"]\n",
+    );
+    std::fs::write(&config, text).unwrap();
     let config = config.to_str().unwrap();
     let (whole, broken) = (dir.join("whole"), dir.join("broken"));
     let (code, _, err) = rlvmr(&["train", "--config", config, "--out", whole.to_str().unwrap()]);
@@ -214,13 +329,36 @@ fn a_run_killed_twice_and_resumed_ends_exactly_as_an_uninterrupted_one() {
     assert_eq!(code, 0, "{err}");
     assert!(err.contains("resuming after iteration"), "{err}");
 
-    assert_eq!(metrics_without_time(&whole), metrics_without_time(&broken));
+    let lines = metrics_without_time(&whole);
+    assert_eq!(lines, metrics_without_time(&broken));
+    // The sampler's log-probs equal the recomputed ones up to float rounding: what lets
+    // `old_logprobs = "sampler"` (the default) skip the recomputation.
+    let iterations: Vec<_> = lines.iter().filter(|l| l.get("eval").is_none()).collect();
+    assert_eq!(iterations.len(), 4);
+    for line in &iterations {
+        let (mean, max) = (line["logprob_gap_mean"].as_f64().unwrap(), line["logprob_gap_max"].as_f64().unwrap());
+        assert!(mean < 1e-5 && max < 1e-3, "sampled against recomputed: mean {mean}, max {max}");
+    }
+    let evals: Vec<&str> = lines.iter().filter_map(|l| l.pointer("/eval/split")?.as_str()).collect();
+    assert_eq!(evals, ["L0", "L2", "L0", "L2"], "iterations 2 and 4 on both levels");
     let weights = |d: &Path| std::fs::read(d.join("final/model.safetensors")).unwrap();
     assert!(weights(&whole) == weights(&broken), "final weights differ");
     for n in 1..=4 {
         let name = format!("rollouts/{n:04}.jsonl.gz");
         assert_eq!(std::fs::read(whole.join(&name)).unwrap(), std::fs::read(broken.join(&name)).unwrap(), "{name}");
     }
+
+    // A finished run of 2 iterations, extended to 4, is the run planned with 4.
+    let extended = dir.join("extended");
+    let (code, _, err) = rlvmr(&["train", "--config", config, "--iterations", "2", "--out", extended.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    let (code, _, err) = rlvmr(&["train", "--resume", extended.to_str().unwrap(), "--iterations", "4"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(lines, metrics_without_time(&extended));
+    assert!(weights(&whole) == weights(&extended), "final weights differ");
+    let (code, _, err) = rlvmr(&["train", "--resume", extended.to_str().unwrap(), "--iterations", "3"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("rl.iterations") && err.contains("3 is fewer than the 4 iterations"), "{err}");
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -252,6 +390,9 @@ fn bad_input_is_named_before_any_rollout() {
     assert!(err.contains("config.toml") && err.to_lowercase().contains("space"), "{err}");
     assert!(!full.join("rollouts").exists() && !full.join("coldstart").exists());
 
+    let (code, _, err) = rlvmr(&["train", "--config", smoke, "--protocol", "loose"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("loose") && err.contains("published or strict"), "{err}");
     let (code, _, err) = rlvmr(&["train", "--config", smoke, "--algo", "ppo"]);
     assert_eq!(code, 2);
     assert!(err.contains("ppo"), "{err}");

@@ -132,6 +132,8 @@ fn coldstart_writes_demonstrations_and_sft_samples_from_training_games() {
             "alfworld",
             "--split",
             "L2",
+            "--protocol",
+            "strict",
             "-n",
             "6",
             "--data",
@@ -142,7 +144,8 @@ fn coldstart_writes_demonstrations_and_sft_samples_from_training_games() {
         b"",
     );
     assert_eq!(code, 0, "{err}");
-    assert!(stdout.contains("kept 6 of"), "{stdout}");
+    assert!(stdout.contains("kept 6 of") && stdout.starts_with("protocol strict:"), "{stdout}");
+    assert!(std::fs::read_to_string(out.join("config.toml")).unwrap().contains("protocol = \"strict\""));
     let episodes = json_lines(&out.join("trajectories.jsonl"));
     assert_eq!(episodes.len(), 6);
     for e in &episodes {

@@ -14,7 +14,7 @@ use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 
 use crate::collector::{collect, grouped_specs, mix, output_style, CollectorOptions, Throughput};
-use crate::envs::EnvProvider;
+use crate::envs::{EnvProvider, Protocol};
 use crate::error::{Result, TrainerError};
 use crate::policies::{ExpertPolicy, GoldPolicy};
 use crate::record::EpisodeRecord;
@@ -57,17 +57,19 @@ impl Detours {
     }
 }
 
-/// Plays expert episodes on shuffled training tasks until `n` are kept (won, fewer steps
-/// than `options.max_steps`) or the tasks run out.
+/// Plays expert episodes on the shuffled tasks `protocol` gives the cold start
+/// ([`EnvProvider::coldstart_tasks`]) until `n` are kept (won, fewer steps than
+/// `options.max_steps`) or the tasks run out.
 pub fn coldstart(
     provider: &dyn EnvProvider,
     n: usize,
     detours: Detours,
+    protocol: Protocol,
     seed: u64,
     options: &CollectorOptions,
     teacher: Option<&Teacher>,
 ) -> Result<Coldstart> {
-    let mut tasks = provider.train_tasks();
+    let mut tasks = provider.coldstart_tasks(protocol);
     if tasks.is_empty() {
         return Err(TrainerError::Invalid(format!(
             "{} has no training tasks at this level",

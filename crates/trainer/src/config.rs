@@ -11,6 +11,7 @@ use rlvmr_core::{AdvantageConfig, RewardConfig, PromptConfig, Validity};
 use serde::{Deserialize, Serialize};
 
 use crate::collector::{CollectorOptions, DEFAULT_MAX_STEPS};
+use crate::envs::Protocol;
 use crate::error::{Result, TrainerError};
 use crate::policies::{ModelPolicyOptions, ServedSampling};
 use crate::served::ServedOptions;
@@ -73,6 +74,10 @@ pub struct EnvSection {
     pub data: Option<PathBuf>,
     /// The format rule: `strict` (the reference code for ALFWorld) or `lenient`.
     pub validity: Validity,
+    /// Which games the cold start draws from: `published` (all six ALFWorld task types, as
+    /// the authors' code) or `strict` (the level's training games only). RL trains on the
+    /// level's training games under both.
+    pub protocol: Protocol,
 }
 
 impl Default for EnvSection {
@@ -83,6 +88,7 @@ impl Default for EnvSection {
             max_steps: DEFAULT_MAX_STEPS,
             data: None,
             validity: Validity::Strict,
+            protocol: Protocol::Published,
         }
     }
 }
@@ -464,6 +470,20 @@ pub enum LrSchedule {
     Cosine,
 }
 
+/// Where PPO's old log-probs (the ratio's denominator) come from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OldLogprobs {
+    /// The sampler's own log-probs of the tokens it drew: the same weights at the same
+    /// temperature, equal to a recomputation up to float rounding (docs/training-speed.md),
+    /// without its forward pass. Recomputed anyway where they are not the training model's:
+    /// a Q8_0 decode copy (`model.quantized_decode`) or greedy rollouts (temperature 0).
+    #[default]
+    Sampler,
+    /// A forward pass of the training weights over every step sample (verl's way).
+    Recompute,
+}
+
 /// `rl.init` naming the whole pipeline: cold start and SFT first, then RL from SFT's model.
 pub const COLDSTART_INIT: &str = "coldstart";
 
@@ -511,9 +531,14 @@ pub struct RlSection {
     /// The projections LoRA adapts (`q_proj`, `k_proj`, `v_proj`, `o_proj`, `gate_proj`,
     /// `up_proj`, `down_proj`).
     pub lora_targets: Vec<String>,
-    /// Evaluate on the level's test games every this many iterations (0: never).
+    /// PPO's old log-probs: `sampler` (the rollouts' own) or `recompute`.
+    pub old_logprobs: OldLogprobs,
+    /// Evaluate on the test games every this many iterations (0: never).
     pub eval_every: usize,
-    /// Episodes of those evaluations (absent: every test game once).
+    /// The levels (`L0`, `L1`, `L2`) those evaluations play, each on the same seeded draw of
+    /// its test games every time (empty: the run's level).
+    pub eval_levels: Vec<String>,
+    /// Episodes of each of those evaluations (absent: every test game once).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub eval_episodes: Option<usize>,
     /// Save a checkpoint every this many iterations (0: only at the end).
@@ -549,7 +574,9 @@ impl Default for RlSection {
             lora_rank: 0,
             lora_alpha: 32.0,
             lora_targets: default_lora_targets(),
+            old_logprobs: OldLogprobs::Sampler,
             eval_every: 10,
+            eval_levels: Vec::new(),
             eval_episodes: None,
             save_every: 10,
             max_bad_updates: 3,
@@ -612,8 +639,10 @@ impl RlSection {
             positive("rl.eval_episodes", n)?;
         }
         positive("rl.max_bad_updates", self.max_bad_updates)?;
-        if let Some(bad) = self.final_eval.iter().find(|l| !LEVELS.contains(&l.as_str())) {
-            return Err(TrainerError::value("rl.final_eval", format!("levels must be L0, L1 or L2, got {bad:?}")));
+        for (key, levels) in [("rl.final_eval", &self.final_eval), ("rl.eval_levels", &self.eval_levels)] {
+            if let Some(bad) = levels.iter().find(|l| !LEVELS.contains(&l.as_str())) {
+                return Err(TrainerError::value(key, format!("levels must be L0, L1 or L2, got {bad:?}")));
+            }
         }
         Ok(())
     }
@@ -722,6 +751,19 @@ impl RunConfig {
     /// Writes every key as TOML to `path` (a run's `config.toml`, a checkpoint's `rlvmr.toml`).
     pub fn save(&self, path: &Path) -> Result<()> {
         std::fs::write(path, self.to_toml()?).map_err(|e| TrainerError::io(path, e))
+    }
+
+    /// Whether the rollouts' own log-probs serve as PPO's old log-probs: asked for, and the
+    /// sampler's distribution is the training model's (full-precision weights, positive
+    /// temperature).
+    pub fn old_logprobs_from_sampler(&self) -> bool {
+        self.rl.old_logprobs == OldLogprobs::Sampler && !self.model.quantized_decode && self.rollout.temperature > 0.0
+    }
+
+    /// The protocol a model trained with this config was trained under: ALFWorld's
+    /// `env.protocol`; `None` for environments without the distinction.
+    pub fn trained_protocol(&self) -> Option<Protocol> {
+        (self.env.name == "alfworld").then_some(self.env.protocol)
     }
 
     /// Refuses impossible values, naming the key.
@@ -879,6 +921,9 @@ mod tests {
         assert!(err("[rollout]\ntop_p = 1.5\n").contains("rollout.top_p"));
         assert!(err("[rollout]\ntemperature = -1.0\n").contains("rollout.temperature"));
         assert!(err("[env]\nsplit = \"L9\"\n").contains("env.split"));
+        assert!(err("[rl]\neval_levels = [\"L0\", \"L3\"]\n").contains("rl.eval_levels"));
+        let protocol = err("[env]\nprotocol = \"loose\"\n");
+        assert!(protocol.contains("protocol") && protocol.contains("loose") && protocol.contains("line 2"), "{protocol}");
         assert!(err("[env]\nname = \"nethack\"\n").contains("env.name"));
         assert!(err("[sft]\nlr = 0.0\n").contains("sft.lr"));
         assert!(err("[sft]\nwarmup_ratio = 2.0\n").contains("sft.warmup_ratio"));

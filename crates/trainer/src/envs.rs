@@ -8,10 +8,62 @@ use std::sync::{Arc, Mutex};
 
 use alfworld::{AlfworldData, AlfworldEnv, Level};
 use rlvmr_core::{Env, EnvError, PromptEnv};
+use serde::{Deserialize, Serialize};
 use textworld::Game;
 
 use crate::error::{Result, TrainerError};
 use crate::record::TaskRef;
+
+/// Which games may be played before an L2 test. The two differ only in the cold start's
+/// games; RL trains on the level's training games under both.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Protocol {
+    /// As the authors' code runs it (`alfworld_prepare.py`): the cold start draws its
+    /// demonstrations from the training games of all six ALFWorld task types; RL and every
+    /// later training game are the level's (types 1-4 at L2). The paper's L2 means "task
+    /// categories never seen in RL".
+    #[default]
+    Published,
+    /// The level's training games everywhere: at L2, types 5-6 (cool, pick_two) appear
+    /// nowhere before the test ("never seen at all").
+    Strict,
+}
+
+impl Protocol {
+    pub const ALL: [Protocol; 2] = [Protocol::Published, Protocol::Strict];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Protocol::Published => "published",
+            Protocol::Strict => "strict",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<Protocol> {
+        Protocol::ALL.into_iter().find(|p| p.name() == name)
+    }
+
+    /// One line for the header of a table that reports L2.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Protocol::Published => {
+                "protocol published: cold start on all six ALFWorld task types, RL on the level's \
+                 types (1-4 at L2), L2 tested on types 5-6 of valid_unseen"
+            }
+            Protocol::Strict => {
+                "protocol strict: cold start and RL on the level's types only (1-4 at L2), \
+                 L2 tested on types 5-6 of valid_unseen, seen nowhere before"
+            }
+        }
+    }
+}
+
+impl std::fmt::Display for Protocol {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
 
 /// An environment family at one generalisation level.
 pub trait EnvProvider: Sync {
@@ -23,6 +75,12 @@ pub trait EnvProvider: Sync {
     fn train_tasks(&self) -> Vec<TaskRef>;
     /// The level's test tasks (evaluation), sorted.
     fn test_tasks(&self) -> Vec<TaskRef>;
+    /// The tasks the cold start draws its demonstrations from under `protocol`, sorted. An
+    /// environment without the distinction gives its training tasks.
+    fn coldstart_tasks(&self, protocol: Protocol) -> Vec<TaskRef> {
+        let _ = protocol;
+        self.train_tasks()
+    }
     /// The most episodes to keep open at once (`None`: no limit), for environments that
     /// each hold a heavy resource such as a JVM.
     fn max_parallel(&self) -> Option<usize> {
@@ -133,6 +191,15 @@ impl EnvProvider for AlfworldProvider {
 
     fn test_tasks(&self) -> Vec<TaskRef> {
         Self::tasks(self.level.test_games(&self.data))
+    }
+
+    /// `published`: the training games of all six task types (L0's, whatever the level),
+    /// as the authors' cold start draws them; `strict`: the level's training games.
+    fn coldstart_tasks(&self, protocol: Protocol) -> Vec<TaskRef> {
+        match protocol {
+            Protocol::Published => Self::tasks(Level::L0.train_games(&self.data)),
+            Protocol::Strict => self.train_tasks(),
+        }
     }
 
     /// ALFWorld games are deterministic: the seed changes nothing.

@@ -13,7 +13,7 @@ use serde::Serialize;
 
 use crate::agent::Policy;
 use crate::collector::{collect, grouped_specs, CollectorOptions, Throughput};
-use crate::envs::EnvProvider;
+use crate::envs::{EnvProvider, Protocol};
 use crate::error::Result;
 use crate::record::{EpisodeRecord, TaskRef};
 use crate::served::RequestStats;
@@ -65,6 +65,10 @@ pub struct Summary {
     pub env: String,
     pub split: String,
     pub policy: String,
+    /// How the evaluated model was trained (ALFWorld): which games its cold start saw.
+    /// `None` for a policy without a training run (the expert, a hub model).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub protocol: Option<Protocol>,
     #[serde(flatten)]
     pub overall: Rates,
     /// Episodes that ended on an environment or policy error.
@@ -133,6 +137,7 @@ pub fn summarize(
         env: env.into(),
         split: split.into(),
         policy: policy.into(),
+        protocol: None,
         overall: Rates::from(&overall),
         failed_episodes: episodes.iter().filter(|e| e.error.is_some()).count(),
         per_type: by_type
@@ -165,9 +170,14 @@ pub fn rates_row(name: &str, r: &Rates) -> String {
 /// The §7 table as markdown, then the tag mix and the collector's speed.
 pub fn table(summary: &Summary) -> String {
     let mut out = format!(
-        "{} {} · policy {}\n\n",
+        "{} {} · policy {}\n",
         summary.env, summary.split, summary.policy
     );
+    if let Some(protocol) = summary.protocol {
+        out.push_str(protocol.describe());
+        out.push('\n');
+    }
+    out.push('\n');
     out.push_str(RATES_HEADER);
     for (t, r) in &summary.per_type {
         out.push_str(&rates_row(t, r));

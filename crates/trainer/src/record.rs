@@ -117,6 +117,7 @@ impl EpisodeRecord {
                     action: &s.action,
                     admissible: s.admissible.unwrap_or(true),
                     observation: &s.observation,
+                    output: &s.output,
                 })
                 .collect(),
         }

@@ -84,38 +84,65 @@ fn points(lines: &[Value], pointer: &str, scale: f64) -> Vec<(f64, f64)> {
 
 /// One chart of a grid: a title and what each run contributes.
 struct Panel {
-    title: &'static str,
-    /// (which lines, JSON pointer, scale); the first series of a run is solid, a second
-    /// (evaluations) dashed with markers.
+    title: String,
+    /// (which lines, JSON pointer); evaluations are drawn with markers.
     series: Vec<(Source, &'static str)>,
     scale: f64,
 }
 
-#[derive(Clone, Copy, PartialEq)]
+#[derive(Clone, PartialEq)]
 enum Source {
     Iterations,
-    Evals,
+    /// The evaluation lines of one level (`eval.split`).
+    Evals(String),
 }
 
-fn panel(title: &'static str, pointer: &'static str, scale: f64) -> Panel {
-    Panel { title, series: vec![(Source::Iterations, pointer)], scale }
+fn panel(title: &str, pointer: &'static str, scale: f64) -> Panel {
+    Panel { title: title.into(), series: vec![(Source::Iterations, pointer)], scale }
 }
 
-/// The charts `rlvmr report` draws: (file, title, panels).
-fn charts() -> Vec<(&'static str, &'static str, Vec<Panel>)> {
-    vec![
-        (
-            "success.png",
-            "Success (%)",
-            vec![
-                panel("training episodes", "/success", 100.0),
-                Panel {
-                    title: "evaluation (test games)",
-                    series: vec![(Source::Evals, "/eval/success_rate")],
-                    scale: 100.0,
-                },
-            ],
-        ),
+fn eval_panel(title: String, level: &str, pointer: &'static str, scale: f64) -> Panel {
+    Panel { title, series: vec![(Source::Evals(level.into()), pointer)], scale }
+}
+
+/// The levels the runs evaluated on during training, in first-seen order.
+fn eval_levels(runs: &[Run]) -> Vec<String> {
+    let mut levels: Vec<String> = Vec::new();
+    for line in runs.iter().flat_map(|r| &r.evals) {
+        let level = line.pointer("/eval/split").and_then(Value::as_str).unwrap_or("?").to_string();
+        if !levels.contains(&level) {
+            levels.push(level);
+        }
+    }
+    levels
+}
+
+/// `eval-<level>.png`: the behaviour on one level's test games during training, one panel
+/// per measure, the runs overlaid.
+fn eval_chart(level: &str) -> (String, String, Vec<Panel>) {
+    let measures: [(&str, &'static str); 8] = [
+        ("success (%)", "/eval/success_rate"),
+        ("invalid format (%)", "/eval/invalid_rate"),
+        ("inadmissible actions (%)", "/eval/inadmissible_rate"),
+        ("repetitive actions (%)", "/eval/repetitive_rate"),
+        ("planning (% of steps)", "/eval/tag_mix/planning"),
+        ("explore (% of steps)", "/eval/tag_mix/explore"),
+        ("reflection (% of steps)", "/eval/tag_mix/reflection"),
+        ("monitor (% of steps)", "/eval/tag_mix/monitor"),
+    ];
+    let panels = measures.iter().map(|&(title, pointer)| eval_panel(title.into(), level, pointer, 100.0)).collect();
+    (format!("eval-{level}.png"), format!("Evaluation on the {level} test games"), panels)
+}
+
+/// The charts `rlvmr report` draws: (file, title, panels); success has a panel per level
+/// the runs evaluated on (`levels`), and each such level a chart of its own.
+fn charts(levels: &[String]) -> Vec<(String, String, Vec<Panel>)> {
+    let mut success = vec![panel("training episodes", "/success", 100.0)];
+    for level in levels {
+        success.push(eval_panel(format!("evaluation, {level} test games"), level, "/eval/success_rate", 100.0));
+    }
+    let fixed: Vec<(&str, &str, Vec<Panel>)> = vec![
+        ("success.png", "Success (%)", success),
         (
             "rewards.png",
             "Rewards (mean per episode)",
@@ -169,7 +196,11 @@ fn charts() -> Vec<(&'static str, &'static str, Vec<Panel>)> {
                 panel("update", "/time/seconds/update", 1.0),
             ],
         ),
-    ]
+    ];
+    let mut all: Vec<(String, String, Vec<Panel>)> =
+        fixed.into_iter().map(|(file, title, panels)| (file.to_string(), title.to_string(), panels)).collect();
+    all.extend(levels.iter().map(|level| eval_chart(level)));
+    all
 }
 
 /// Registers a TrueType font for the charts' text, once.
@@ -258,12 +289,17 @@ fn draw_chart(path: &Path, title: &str, panels: &[Panel], runs: &[Run]) -> Resul
             .iter()
             .enumerate()
             .flat_map(|(i, run)| {
-                panel.series.iter().map(move |&(source, pointer)| {
-                    let lines = match source {
-                        Source::Iterations => &run.iterations,
-                        Source::Evals => &run.evals,
+                panel.series.iter().map(move |(source, pointer)| {
+                    let lines: Vec<Value> = match source {
+                        Source::Iterations => run.iterations.clone(),
+                        Source::Evals(level) => run
+                            .evals
+                            .iter()
+                            .filter(|l| l.pointer("/eval/split").and_then(Value::as_str).unwrap_or("?") == level)
+                            .cloned()
+                            .collect(),
                     };
-                    (i, source, points(lines, pointer, panel.scale))
+                    (i, source.clone(), points(&lines, pointer, panel.scale))
                 })
             })
             .collect();
@@ -275,7 +311,7 @@ fn draw_chart(path: &Path, title: &str, panels: &[Panel], runs: &[Run]) -> Resul
         // Enough decimals to tell apart ticks a tenth of the range apart.
         let digits = (-((hi - lo) / 10.0).log10()).ceil().clamp(0.0, 8.0) as usize;
         let mut chart = ChartBuilder::on(area)
-            .caption(panel.title, ("sans-serif", 18))
+            .caption(&panel.title, ("sans-serif", 18))
             .margin(10)
             .x_label_area_size(32)
             .y_label_area_size(56)
@@ -303,7 +339,7 @@ fn draw_chart(path: &Path, title: &str, panels: &[Panel], runs: &[Run]) -> Resul
                 .label(runs[i].name.clone())
                 .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(2)));
             labelled = true;
-            if source == Source::Evals || pts.len() == 1 {
+            if matches!(source, Source::Evals(_)) || pts.len() == 1 {
                 chart
                     .draw_series(pts.iter().map(|&p| Circle::new(p, 4, color.filled())))
                     .map_err(|e| draw_error(path, e))?;
@@ -322,15 +358,9 @@ pub fn draw(runs: &[Run], out: &Path) -> Result<Vec<PathBuf>> {
     load_font()?;
     std::fs::create_dir_all(out).map_err(|e| TrainerError::io(out, e))?;
     let mut written = Vec::new();
-    let any_evals = runs.iter().any(|r| !r.evals.is_empty());
-    for (file, title, panels) in charts() {
-        // A panel of evaluations only is left out when no run evaluated during training.
-        let panels: Vec<Panel> = panels
-            .into_iter()
-            .filter(|p| any_evals || p.series.iter().any(|&(source, _)| source == Source::Iterations))
-            .collect();
+    for (file, title, panels) in charts(&eval_levels(runs)) {
         let path = out.join(file);
-        draw_chart(&path, title, &panels, runs)?;
+        draw_chart(&path, &title, &panels, runs)?;
         written.push(path);
     }
     if runs.iter().any(|r| !r.finals.is_empty()) {
@@ -497,13 +527,50 @@ fn mean_sd(values: &[f64], scale: f64, digits: usize) -> String {
     }
 }
 
+/// Final evaluations of one run, per level (L0, L1, L2).
+type Levels = [Option<Value>; 3];
+
+/// The protocols (`summary.json`'s `protocol`) the runs' evaluations name, in first-seen
+/// order; `–` for runs whose summaries name none (the expert, a hub model).
+fn protocols_of(runs: &[Levels]) -> Vec<String> {
+    let mut names: Vec<String> = Vec::new();
+    for levels in runs {
+        for summary in levels.iter().flatten() {
+            let name = summary.get("protocol").and_then(Value::as_str).unwrap_or("–").to_string();
+            if !names.contains(&name) {
+                names.push(name);
+            }
+        }
+    }
+    names
+}
+
+/// One line per protocol the table reports, saying what it means, then a blank line.
+fn protocol_lines(methods: &[(String, Vec<Levels>)]) -> String {
+    let mut seen = Vec::new();
+    for (_, runs) in methods {
+        for name in protocols_of(runs) {
+            if let Some(protocol) = crate::envs::Protocol::from_name(&name) {
+                if !seen.contains(&protocol) {
+                    seen.push(protocol);
+                }
+            }
+        }
+    }
+    let mut out: String = seen.iter().map(|p| format!("{}\n", p.describe())).collect();
+    if !out.is_empty() {
+        out.push('\n');
+    }
+    out
+}
+
 /// The comparison table of final evaluations: one row per method (run directories named
 /// `<method>-seed<N>` are that method's seeds; any other name is its own method), success on
 /// each level as mean ± standard deviation over the seeds, and the L2 test games' behaviour
 /// (invalid, inadmissible and repetitive rates, average actions, tag mix), the level the
 /// methods are compared on. A run without any final evaluation is an error naming it.
 pub fn comparison(dirs: &[PathBuf]) -> Result<String> {
-    let mut methods: Vec<(String, Vec<[Option<Value>; 3]>)> = Vec::new();
+    let mut methods: Vec<(String, Vec<Levels>)> = Vec::new();
     for dir in dirs {
         let levels = [
             level_summary(dir, crate::config::LEVELS[0])?,
@@ -522,9 +589,10 @@ pub fn comparison(dirs: &[PathBuf]) -> Result<String> {
             None => methods.push((method, vec![levels])),
         }
     }
-    let mut out = String::from(
-        "| method | runs | L0 success % | L1 success % | L2 success % | L2 invalid % | L2 inadmissible % | L2 repetitive % | L2 avg actions | L2 planning / explore / reflection / monitor % |\n\
-         |---|---:|---:|---:|---:|---:|---:|---:|---:|---|\n",
+    let mut out = protocol_lines(&methods);
+    out.push_str(
+        "| method | protocol | runs | L0 success % | L1 success % | L2 success % | L2 invalid % | L2 inadmissible % | L2 repetitive % | L2 avg actions | L2 planning / explore / reflection / monitor % |\n\
+         |---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|\n",
     );
     for (method, runs) in &methods {
         let values = |level: usize, pointer: &str| -> Vec<f64> {
@@ -539,7 +607,8 @@ pub fn comparison(dirs: &[PathBuf]) -> Result<String> {
             mean_sd(&shares, 100.0, 1)
         };
         out.push_str(&format!(
-            "| {method} | {} | {} | {} | {} | {} | {} | {} | {} | {} / {} / {} / {} |\n",
+            "| {method} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} / {} / {} / {} |\n",
+            protocols_of(runs).join(", "),
             runs.len(),
             mean_sd(&values(0, "/success_rate"), 100.0, 1),
             mean_sd(&values(1, "/success_rate"), 100.0, 1),
@@ -562,7 +631,7 @@ mod tests {
     use super::*;
 
     fn summary(success: f64, invalid: f64) -> String {
-        serde_json::json!({"split": "L2", "episodes": 38, "success_rate": success, "invalid_rate": invalid,
+        serde_json::json!({"split": "L2", "protocol": "published", "episodes": 38, "success_rate": success, "invalid_rate": invalid,
             "inadmissible_rate": 0.5, "repetitive_rate": 0.25, "avg_actions": 20.0,
             "tag_mix": {"planning": 0.1, "explore": 0.2, "monitor": 0.7}})
         .to_string()
@@ -584,10 +653,10 @@ mod tests {
         let table = comparison(&dirs).unwrap();
         // 20% and 40%: mean 30, sample sd 14.1; no L1 summary: –.
         assert!(
-            table.contains("| rlvmr | 2 | 30.0 ± 14.1 | – | 30.0 ± 14.1 | 10.0 ± 0.0 | 50.0 ± 0.0 | 25.0 ± 0.0 | 20.00 ± 0.00 | 10.0 ± 0.0 / 20.0 ± 0.0 / 0.0 ± 0.0 / 70.0 ± 0.0 |"),
+            table.starts_with(crate::envs::Protocol::Published.describe()) && table.contains("| rlvmr | published | 2 | 30.0 ± 14.1 | – | 30.0 ± 14.1 | 10.0 ± 0.0 | 50.0 ± 0.0 | 25.0 ± 0.0 | 20.00 ± 0.00 | 10.0 ± 0.0 / 20.0 ± 0.0 / 0.0 ± 0.0 / 70.0 ± 0.0 |"),
             "{table}"
         );
-        assert!(table.contains("| sft-only | 1 | – | – | 5.0 | 30.0 | 50.0 | 25.0 | 20.00 | 10.0 / 20.0 / 0.0 / 70.0 |"), "{table}");
+        assert!(table.contains("| sft-only | published | 1 | – | – | 5.0 | 30.0 | 50.0 | 25.0 | 20.00 | 10.0 / 20.0 / 0.0 / 70.0 |"), "{table}");
         // A train run's final evaluations come with its curves (final.png).
         std::fs::write(root.join("rlvmr-seed0/metrics.jsonl"), "{\"iteration\": 1, \"success\": 0.5}\n").unwrap();
         let run = Run::read(&root.join("rlvmr-seed0")).unwrap();
@@ -622,9 +691,16 @@ mod tests {
         };
         draw(std::slice::from_ref(&run), &dir).unwrap();
         assert_eq!(png_size(&dir.join("success.png")).0, 480, "one panel");
-        run.evals.push(serde_json::json!({"iteration": 1, "eval": {"success_rate": 0.5}}));
-        draw(&[run], &dir).unwrap();
-        assert_eq!(png_size(&dir.join("success.png")).0, 960, "two panels");
+        assert!(!dir.join("eval-L2.png").exists());
+        run.evals.push(serde_json::json!({"iteration": 1, "eval": {"split": "L2", "success_rate": 0.5}}));
+        draw(std::slice::from_ref(&run), &dir).unwrap();
+        assert_eq!(png_size(&dir.join("success.png")), (960, 400), "two panels");
+        assert!(dir.join("eval-L2.png").is_file());
+        // Two levels: a success panel for each (a grid of two rows) and a chart for each.
+        run.evals.push(serde_json::json!({"iteration": 1, "eval": {"split": "L0", "success_rate": 0.25}}));
+        let written = draw(&[run], &dir).unwrap();
+        assert_eq!(png_size(&dir.join("success.png")), (960, 760), "three panels");
+        assert!(written.contains(&dir.join("eval-L0.png")) && written.contains(&dir.join("eval-L2.png")));
         let _ = std::fs::remove_dir_all(&dir);
     }
 

@@ -105,6 +105,16 @@ fn open(config: &RunConfig) -> Result<Box<dyn EnvProvider>> {
     )
 }
 
+/// The protocol a model folder was trained under, from the config saved beside its weights
+/// (`rlvmr.toml`); `None` for the expert, a hub model or a GGUF file.
+fn model_protocol(policy: &str) -> Result<Option<crate::envs::Protocol>> {
+    let saved = Path::new(policy).join(crate::sft::RUN_CONFIG_FILE);
+    if !saved.is_file() {
+        return Ok(None);
+    }
+    Ok(RunConfig::from_file(&saved)?.trained_protocol())
+}
+
 /// `rlvmr eval`: plays the level's test tasks (all once, or `eval.episodes` drawn) with
 /// `policy` at `eval.temperature`; writes config.toml, trajectories.jsonl, summary.json.
 pub fn run_eval(config: &RunConfig, policy_name: &str, out: &Path) -> Result<Evaluation> {
@@ -118,7 +128,7 @@ pub fn run_eval(config: &RunConfig, policy_name: &str, out: &Path) -> Result<Eva
     )?;
     let dir = RunDir::create(out, config)?;
     let tasks = eval_tasks(provider.as_ref(), config.eval.episodes, config.run.seed);
-    let evaluation = evaluate(
+    let mut evaluation = evaluate(
         provider.as_ref(),
         policy.as_mut(),
         &tasks,
@@ -126,6 +136,7 @@ pub fn run_eval(config: &RunConfig, policy_name: &str, out: &Path) -> Result<Eva
         &config.collector_options(),
         config.run.seed,
     )?;
+    evaluation.summary.protocol = model_protocol(policy_name)?;
     dir.write_jsonl("trajectories.jsonl", &evaluation.episodes)?;
     dir.write_json("summary.json", &evaluation.summary)?;
     Ok(evaluation)
@@ -147,6 +158,7 @@ pub fn run_coldstart(config: &RunConfig, out: &Path) -> Result<Coldstart> {
         provider.as_ref(),
         c.episodes,
         Detours { mistake_fraction: c.mistake_fraction, appliance_search: c.appliance_search },
+        config.env.protocol,
         config.run.seed,
         &config.collector_options(),
         teacher.as_ref(),
@@ -195,7 +207,7 @@ pub fn run_sft(
         Some(config.sft.eval_episodes),
         config.run.seed,
     );
-    let evaluation = evaluate(
+    let mut evaluation = evaluate(
         provider.as_ref(),
         &mut policy,
         &tasks,
@@ -203,6 +215,7 @@ pub fn run_sft(
         &config.collector_options(),
         config.run.seed,
     )?;
+    evaluation.summary.protocol = config.trained_protocol();
     eval_dir.write_jsonl("trajectories.jsonl", &evaluation.episodes)?;
     eval_dir.write_json("summary.json", &evaluation.summary)?;
     Ok((report, Some(evaluation.summary)))

@@ -6,13 +6,14 @@ use std::collections::BTreeSet;
 
 use rlvmr_core::{parse_output, OutputStyle, Tag, Validity};
 use trainer::coldstart::{coldstart, Detours};
+use trainer::envs::Protocol;
 use trainer::CollectorOptions;
 
 #[test]
 fn l2_demonstrations_are_tagged_expert_wins_on_training_games_with_real_recoveries() {
     let provider = common::alfworld("L2");
     let options = CollectorOptions::default();
-    let run = coldstart(provider.as_ref(), 30, Detours::mistakes(0.5), 7, &options, None).unwrap();
+    let run = coldstart(provider.as_ref(), 30, Detours::mistakes(0.5), Protocol::Strict, 7, &options, None).unwrap();
     assert_eq!(run.episodes.len(), 30);
     for e in &run.episodes {
         assert!(e.game.starts_with("json_2.1.1/train/"), "{}", e.game);
@@ -91,19 +92,19 @@ fn l2_demonstrations_are_tagged_expert_wins_on_training_games_with_real_recoveri
     );
     let responses: BTreeSet<&str> = run.samples.iter().map(|s| s.response.as_str()).collect();
     assert!(responses.len() > run.samples.len() * 9 / 10, "reasons vary");
-    let again = coldstart(provider.as_ref(), 30, Detours::mistakes(0.5), 7, &options, None).unwrap();
+    let again = coldstart(provider.as_ref(), 30, Detours::mistakes(0.5), Protocol::Strict, 7, &options, None).unwrap();
     assert_eq!(again.samples, run.samples, "same seed, same data");
-    let other = coldstart(provider.as_ref(), 30, Detours::mistakes(0.5), 8, &options, None).unwrap();
+    let other = coldstart(provider.as_ref(), 30, Detours::mistakes(0.5), Protocol::Strict, 8, &options, None).unwrap();
     assert_ne!(other.samples, run.samples);
 }
 
 #[test]
 fn think_style_demonstrations_carry_the_same_steps_and_reasons_in_think_blocks() {
     let provider = common::alfworld("L2");
-    let tagged = coldstart(provider.as_ref(), 12, Detours::mistakes(0.5), 3, &CollectorOptions::default(), None).unwrap();
+    let tagged = coldstart(provider.as_ref(), 12, Detours::mistakes(0.5), Protocol::Strict, 3, &CollectorOptions::default(), None).unwrap();
     let mut options = CollectorOptions::default();
     options.prompt.style = rlvmr_core::PromptStyle::Think;
-    let think = coldstart(provider.as_ref(), 12, Detours::mistakes(0.5), 3, &options, None).unwrap();
+    let think = coldstart(provider.as_ref(), 12, Detours::mistakes(0.5), Protocol::Strict, 3, &options, None).unwrap();
     assert_eq!(think.samples.len(), tagged.samples.len());
     for (t, g) in think.episodes.iter().zip(&tagged.episodes) {
         assert_eq!(t.game, g.game);
@@ -131,8 +132,8 @@ fn demonstrations_searching_for_the_appliance_explore_with_the_object_and_stay_o
     let provider = common::alfworld("L2");
     let options = CollectorOptions::default();
     let detours = Detours { mistake_fraction: 0.0, appliance_search: 1.0 };
-    let searching = coldstart(provider.as_ref(), 40, detours, 5, &options, None).unwrap();
-    let direct = coldstart(provider.as_ref(), 40, Detours::mistakes(0.0), 5, &options, None).unwrap();
+    let searching = coldstart(provider.as_ref(), 40, detours, Protocol::Strict, 5, &options, None).unwrap();
+    let direct = coldstart(provider.as_ref(), 40, Detours::mistakes(0.0), Protocol::Strict, 5, &options, None).unwrap();
     let mut with_appliance = 0;
     let mut tried_elsewhere = 0;
     for (s, d) in searching.episodes.iter().zip(&direct.episodes) {

@@ -187,7 +187,7 @@ fn grpo_mr_learns_the_door_and_a_flipped_outcome_unlearns_it() {
         .collect();
     let plots = std::env::temp_dir().join("rlvmr-toy-report");
     let written = trainer::report::draw(&runs, &plots).unwrap();
-    assert_eq!(written.len(), 6);
+    assert_eq!(written.len(), 7, "six charts and eval-L0.png");
     for png in &written {
         assert!(std::fs::read(png).unwrap().starts_with(b"\x89PNG"), "{}", png.display());
     }

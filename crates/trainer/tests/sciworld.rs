@@ -4,7 +4,7 @@
 use std::collections::HashSet;
 
 use rlvmr_core::Tag;
-use trainer::envs::{open_env, EnvProvider};
+use trainer::envs::{open_env, EnvProvider, Protocol};
 use trainer::coldstart::{coldstart, Detours};
 use trainer::policies::{GoldPolicy, RandomPolicy};
 use trainer::{collect, grouped_specs, CollectorOptions, TaskRef};
@@ -97,7 +97,7 @@ fn cold_start_demonstrations_come_from_gold_paths_of_training_tasks() {
     let provider = open_env("sciworld", "L2", None).unwrap();
     let held_out = types(&provider.test_tasks());
     // Every demonstration gets a planted mistake.
-    let run = coldstart(provider.as_ref(), 3, Detours::mistakes(1.0), 3, &options(30), None).unwrap();
+    let run = coldstart(provider.as_ref(), 3, Detours::mistakes(1.0), Protocol::Strict, 3, &options(30), None).unwrap();
     assert_eq!(run.episodes.len(), 3);
     for e in &run.episodes {
         assert!(e.won && e.steps.len() < 30);

@@ -56,8 +56,8 @@ pub struct SampleFacts<'a> {
     pub samples: &'a [Sample],
     /// Steps left out because prompt and reply overflow the context.
     pub too_long: usize,
-    /// Mean and max `|sampled - recomputed old|` log-prob.
-    pub gap: (f64, f64),
+    /// Mean and max of `|sampled - recomputed|` (`None`: the sampler's were used as they are).
+    pub gap: Option<(f64, f64)>,
 }
 
 /// One iteration.
@@ -89,8 +89,11 @@ pub struct IterationLine {
     pub clip_fraction: f64,
     /// Mean `|ratio - 1|`.
     pub ratio_deviation: f64,
-    pub logprob_gap_mean: f64,
-    pub logprob_gap_max: f64,
+    /// Sampled against recomputed old log-probs (absent when none were recomputed).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub logprob_gap_mean: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub logprob_gap_max: Option<f64>,
     pub grad_norm: f64,
     pub grad_norm_max: f64,
     pub updates: usize,
@@ -181,8 +184,8 @@ impl IterationLine {
             entropy: terms.mean(terms.entropy),
             clip_fraction: terms.mean(terms.clipped),
             ratio_deviation: terms.mean(terms.ratio_dev),
-            logprob_gap_mean: facts.gap.0,
-            logprob_gap_max: facts.gap.1,
+            logprob_gap_mean: facts.gap.map(|g| g.0),
+            logprob_gap_max: facts.gap.map(|g| g.1),
             grad_norm: update.grad_norm_mean,
             grad_norm_max: update.grad_norm_max,
             updates: update.updates,
@@ -312,7 +315,11 @@ impl Progress {
 /// The run's result in Markdown: the last iteration's training figures and the last
 /// evaluation, if any.
 pub fn final_table(report: &super::RlReport) -> String {
-    let mut out = String::from(crate::eval::RATES_HEADER);
+    let mut out = String::new();
+    if let Some(protocol) = report.protocol {
+        out.push_str(&format!("{}\n\n", protocol.describe()));
+    }
+    out.push_str(crate::eval::RATES_HEADER);
     if let Some(l) = report.lines.last() {
         let rates = Rates {
             episodes: l.episodes,
@@ -325,7 +332,9 @@ pub fn final_table(report: &super::RlReport) -> String {
         };
         out.push_str(&rates_row(&format!("training, iteration {}", l.iteration), &rates));
     }
-    if let Some(e) = report.evals.last() {
+    // The last evaluation: one line per level it played.
+    let last_eval = report.evals.last().map(|e| e.iteration);
+    for e in report.evals.iter().filter(|e| Some(e.iteration) == last_eval) {
         let name = format!("eval {}, iteration {}", e.eval.split, e.iteration);
         out.push_str(&rates_row(&name, &e.eval.overall));
     }

@@ -3,8 +3,9 @@
 //! One iteration: draw `rl.tasks_per_iter` training games (seeded epochs over the level's
 //! training tasks), play `rollout.group_size` rollouts of each (one uid per game, every
 //! rollout its own sampling stream) with the current weights, score them with the core
-//! (rewards, the configured advantage), recompute the old log-probs with the training
-//! weights and the reference log-probs with the frozen starting model (with LoRA: the same
+//! (rewards, the configured advantage), take the old log-probs from the sampler (or, with
+//! `rl.old_logprobs = "recompute"`, recompute them with the training weights) and the
+//! reference log-probs with the frozen starting model (with LoRA: the same
 //! model with its adapter taken off), then PPO epochs over the step samples
 //! ([`update::ppo_update`]). The sampler is rebuilt from the trained weights every iteration.
 //!
@@ -78,6 +79,8 @@ pub struct RlReport {
     pub lines: Vec<IterationLine>,
     pub evals: Vec<EvalLine>,
     pub final_dir: PathBuf,
+    /// The protocol the run trained under (ALFWorld).
+    pub protocol: Option<crate::envs::Protocol>,
     /// The final model on every test game of each `rl.final_eval` level.
     pub final_evals: Vec<crate::eval::Summary>,
 }
@@ -376,12 +379,56 @@ fn save_checkpoint(dir: &RunDir, config: &RunConfig, models: &Models, opt: &Adam
     Ok(path)
 }
 
-/// Evaluates the current weights on the level's test games at `eval.temperature`.
-fn evaluate_now(config: &RunConfig, provider: &dyn EnvProvider, models: &Models, iteration: usize) -> Result<EvalLine> {
-    let started = Instant::now();
-    let name = format!("iteration {iteration}");
-    let evaluation = evaluate_model(config, provider, models, name, &config.env.split, config.rl.eval_episodes, false)?;
-    Ok(EvalLine::new(iteration, &evaluation.summary, started.elapsed().as_secs_f64()))
+/// The environments of the evaluations during training (`rl.eval_levels`, else the run's
+/// level), each with its level; the run's own level uses the run's provider.
+fn eval_providers<'a>(config: &RunConfig, run: &'a dyn EnvProvider) -> Result<Vec<(String, EvalProvider<'a>)>> {
+    let levels = match config.rl.eval_levels.is_empty() {
+        true => vec![config.env.split.clone()],
+        false => config.rl.eval_levels.clone(),
+    };
+    levels
+        .into_iter()
+        .map(|level| {
+            let provider = match level == config.env.split {
+                true => EvalProvider::Run(run),
+                false => EvalProvider::Opened(open_env(&config.env.name, &level, config.env.data.as_deref())?),
+            };
+            Ok((level, provider))
+        })
+        .collect()
+}
+
+/// The run's own environment, or one opened for another level.
+enum EvalProvider<'a> {
+    Run(&'a dyn EnvProvider),
+    Opened(Box<dyn EnvProvider>),
+}
+
+impl EvalProvider<'_> {
+    fn get(&self) -> &dyn EnvProvider {
+        match self {
+            EvalProvider::Run(p) => *p,
+            EvalProvider::Opened(p) => p.as_ref(),
+        }
+    }
+}
+
+/// Evaluates the current weights at `eval.temperature` on each evaluation level's seeded
+/// draw of test games (the same draw every time): one line per level.
+fn evaluate_now(
+    config: &RunConfig,
+    providers: &[(String, EvalProvider<'_>)],
+    models: &Models,
+    iteration: usize,
+) -> Result<Vec<EvalLine>> {
+    let mut lines = Vec::new();
+    for (level, provider) in providers {
+        let started = Instant::now();
+        let name = format!("iteration {iteration}");
+        let evaluation = evaluate_model(config, provider.get(), models, name, level, config.rl.eval_episodes, false)?;
+        lines.push(EvalLine::new(iteration, &evaluation.summary, started.elapsed().as_secs_f64()));
+    }
+    Ok(lines)
 }
 
 /// The current weights on `episodes` test games of `provider` (all: `None`) at
@@ -404,7 +451,9 @@ fn evaluate_model(
     let tasks = eval_tasks(provider, episodes, config.run.seed);
     let mut options = config.collector_options();
     options.progress = progress;
-    evaluate(provider, &mut policy, &tasks, level, &options, config.run.seed)
+    let mut evaluation = evaluate(provider, &mut policy, &tasks, level, &options, config.run.seed)?;
+    evaluation.summary.protocol = config.trained_protocol();
+    Ok(evaluation)
 }
 
 /// Runs (or with `resume`, continues) `rlvmr train` into `out` on the config's environment.
@@ -444,6 +493,12 @@ pub fn train_on(config: &RunConfig, provider: &dyn EnvProvider, out: &Path, resu
     let (mut start, mut bad_streak) = (0, 0);
     match &checkpoint {
         Some((path, state)) => {
+            if state.iteration > rl.iterations {
+                return Err(TrainerError::value(
+                    "rl.iterations",
+                    format!("{} is fewer than the {} iterations {} has done", rl.iterations, state.iteration, out.display()),
+                ));
+            }
             policy::checkpoint::load_training_state(&models.model, &mut opt, path)?;
             (start, bad_streak) = (state.iteration, state.bad_streak);
             truncate_metrics(&dir, start)?;
@@ -461,6 +516,8 @@ pub fn train_on(config: &RunConfig, provider: &dyn EnvProvider, out: &Path, resu
     if train_tasks.is_empty() {
         return Err(TrainerError::Invalid(format!("{} {} has no training tasks", config.env.name, config.env.split)));
     }
+    let eval_envs = eval_providers(config, provider)?;
+    let from_sampler = config.old_logprobs_from_sampler();
     let pad = sft::pad_id(&models.tokenizer);
     let loss = rl.loss_config();
     let mut collector = config.collector_options();
@@ -492,10 +549,18 @@ pub fn train_on(config: &RunConfig, provider: &dyn EnvProvider, out: &Path, resu
 
         let t = Instant::now();
         let temperature = scoring_temperature(config);
+        let mut gap = None;
         if !samples.is_empty() {
-            let old = reply_logprobs(&models.model, &samples, rl.micro_batch, pad, temperature)?;
-            for (s, lp) in samples.iter_mut().zip(old) {
-                s.old = lp;
+            if from_sampler && samples.iter().all(|s| s.sampled.len() == s.response.len()) {
+                for s in samples.iter_mut() {
+                    s.old = s.sampled.clone();
+                }
+            } else {
+                let old = reply_logprobs(&models.model, &samples, rl.micro_batch, pad, temperature)?;
+                for (s, lp) in samples.iter_mut().zip(old) {
+                    s.old = lp;
+                }
+                gap = Some(logprob_gap(&samples));
             }
             if loss.kl_coef != 0.0 {
                 let reference = reference_logprobs(&mut models, &samples, rl.micro_batch, pad, temperature)?;
@@ -505,7 +570,6 @@ pub fn train_on(config: &RunConfig, provider: &dyn EnvProvider, out: &Path, resu
             }
         }
         seconds.logprobs = t.elapsed().as_secs_f64();
-        let gap = logprob_gap(&samples);
 
         let t = Instant::now();
         let update = ppo_update(
@@ -553,10 +617,11 @@ pub fn train_on(config: &RunConfig, provider: &dyn EnvProvider, out: &Path, resu
 
         let last = number == rl.iterations;
         if rl.eval_every > 0 && (number % rl.eval_every == 0 || last) {
-            let eval = evaluate_now(config, provider, &models, number)?;
-            append_line(&dir, &eval)?;
-            progress.eval(&eval);
-            evals.push(eval);
+            for eval in evaluate_now(config, &eval_envs, &models, number)? {
+                append_line(&dir, &eval)?;
+                progress.eval(&eval);
+                evals.push(eval);
+            }
         }
         if last || (rl.save_every > 0 && number % rl.save_every == 0) {
             let state = RlState { iteration: number, init: init.clone(), bad_streak };
@@ -570,7 +635,15 @@ pub fn train_on(config: &RunConfig, provider: &dyn EnvProvider, out: &Path, resu
         config.save(&tmp.join(RUN_CONFIG_FILE))
     })?;
     let final_evals = final_evaluations(config, &dir, &models)?;
-    Ok(RlReport { dir: out.to_path_buf(), iterations: rl.iterations, lines, evals, final_dir, final_evals })
+    Ok(RlReport {
+        dir: out.to_path_buf(),
+        iterations: rl.iterations,
+        lines,
+        evals,
+        final_dir,
+        protocol: config.trained_protocol(),
+        final_evals,
+    })
 }
 
 /// The trained model on every test game of each `rl.final_eval` level (or on `eval.episodes`
