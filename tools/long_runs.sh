@@ -30,8 +30,8 @@ LANES=${LANES:-2}
 mkdir -p "$OUT"
 cargo build --release -q -p rlvmr
 # A copy: rebuilding the project while the runs go on does not change their binary.
-[ -x "$OUT/rlvmr" ] || cp target/release/rlvmr "$OUT/rlvmr"
-bin=$(cd "$OUT" && pwd)/rlvmr
+[ -x "$OUT/rlvmr.bin" ] || cp target/release/rlvmr "$OUT/rlvmr.bin"
+bin=$(cd "$OUT" && pwd)/rlvmr.bin
 
 # The preset, made long: checkpoints every iteration, the evaluations above, no final
 # evaluation of the whole test sets (the curves are the point; `rlvmr eval` does it later).

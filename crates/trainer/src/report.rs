@@ -12,6 +12,8 @@ use std::path::{Path, PathBuf};
 use plotters::prelude::*;
 use serde_json::Value;
 
+use crate::config::RunConfig;
+use crate::envs::Protocol;
 use crate::error::{Result, TrainerError};
 
 /// One run's metrics.
@@ -23,6 +25,8 @@ pub struct Run {
     pub evals: Vec<Value>,
     /// The final model's evaluation per level (`rl.final_eval`), in level order.
     pub finals: Vec<(String, Value)>,
+    /// The protocol the run trained under (`DIR/config.toml`, ALFWorld runs).
+    pub protocol: Option<Protocol>,
 }
 
 impl Run {
@@ -65,7 +69,12 @@ impl Run {
                 finals.push((level.to_string(), summary));
             }
         }
-        Ok(Run { name: dir.display().to_string(), iterations, evals, finals })
+        let config = dir.join("config.toml");
+        let protocol = match config.is_file() {
+            true => RunConfig::from_file(&config)?.trained_protocol(),
+            false => None,
+        };
+        Ok(Run { name: dir.display().to_string(), iterations, evals, finals, protocol })
     }
 }
 
@@ -434,7 +443,17 @@ fn percent(line: Option<&Value>, pointer: &str) -> String {
 /// The final figures of each run: its last iteration's training success and rates, its last
 /// evaluation, and the tag mix, as a Markdown table.
 pub fn table(runs: &[Run]) -> String {
-    let mut out = String::from(
+    let mut protocols: Vec<Protocol> = Vec::new();
+    for p in runs.iter().filter_map(|r| r.protocol) {
+        if !protocols.contains(&p) {
+            protocols.push(p);
+        }
+    }
+    let mut out: String = protocols.iter().map(|p| format!("{}\n", p.describe())).collect();
+    if !out.is_empty() {
+        out.push('\n');
+    }
+    out.push_str(
         "| run | iterations | train success % | eval success % | eval split (iteration) | invalid % | inadmissible % | repetitive % | avg actions | planning / explore / reflection / monitor % |\n\
          |---|---:|---:|---:|---|---:|---:|---:|---:|---|\n",
     );
@@ -550,7 +569,7 @@ fn protocol_lines(methods: &[(String, Vec<Levels>)]) -> String {
     let mut seen = Vec::new();
     for (_, runs) in methods {
         for name in protocols_of(runs) {
-            if let Some(protocol) = crate::envs::Protocol::from_name(&name) {
+            if let Some(protocol) = Protocol::from_name(&name) {
                 if !seen.contains(&protocol) {
                     seen.push(protocol);
                 }
@@ -688,6 +707,7 @@ mod tests {
             iterations: vec![iteration],
             evals: vec![],
             finals: vec![],
+            protocol: None,
         };
         draw(std::slice::from_ref(&run), &dir).unwrap();
         assert_eq!(png_size(&dir.join("success.png")).0, 480, "one panel");
@@ -735,11 +755,13 @@ mod tests {
                 serde_json::json!({"iteration": 2, "success": 0.5, "invalid_rate": 0.1}),
             ],
             finals: Vec::new(),
+            protocol: Some(Protocol::Strict),
             evals: vec![serde_json::json!({"iteration": 2, "eval": {"split": "L2", "success_rate": 0.75,
                 "invalid_rate": 0.05, "inadmissible_rate": 0.2, "repetitive_rate": 0.1, "avg_actions": 9.5,
                 "tag_mix": {"planning": 0.1, "explore": 0.2, "reflection": 0.3, "monitor": 0.4}}})],
         };
         let table = table(&[run]);
+        assert!(table.starts_with(Protocol::Strict.describe()), "{table}");
         assert!(
             table.contains("| a | 2 | 50.0 | 75.0 | L2 (2) | 5.0 | 20.0 | 10.0 | 9.50 | 10.0 / 20.0 / 30.0 / 40.0 |"),
             "{table}"
