@@ -2,7 +2,7 @@
 use std::io::BufRead;
 fn main() {
     let path = std::env::args().nth(1).unwrap();
-    let data = alfworld::AlfworldData::open(std::path::Path::new("../shared/alfworld/json_2.1.1.zip")).unwrap();
+    let data = alfworld::AlfworldData::open_default().unwrap_or_else(|e| panic!("{e}"));
     let f = std::fs::File::open(&path).unwrap();
     let mut total_steps = 0; let mut step_time = std::time::Duration::ZERO; let mut reset_time = std::time::Duration::ZERO; let mut resets = 0;
     for _rep in 0..3 {

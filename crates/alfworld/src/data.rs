@@ -19,6 +19,8 @@ pub enum DataError {
          to the folder that holds {DATA_ROOT}/, or pass --data with that folder or the zip"
     )]
     NotFound(PathBuf),
+    #[error("{0}")]
+    Missing(String),
     #[error("cannot read {path}: {source}")]
     Io { path: String, source: std::io::Error },
     #[error("cannot read zip {path}: {message}")]
@@ -89,13 +91,10 @@ pub fn read_game_text<E: From<DataError>>(
     Ok((relative, text))
 }
 
-/// `$ALFWORLD_DATA`, else `~/.cache/alfworld`.
+/// `$ALFWORLD_DATA`, else `~/.cache/alfworld`: ALFWorld's own convention, the first place
+/// [`AlfworldData::open_default`] looks.
 pub fn default_data_dir() -> PathBuf {
-    if let Some(dir) = std::env::var_os("ALFWORLD_DATA").filter(|d| !d.is_empty()) {
-        return PathBuf::from(dir);
-    }
-    let home = std::env::var_os("HOME").map(PathBuf::from).unwrap_or_else(|| PathBuf::from("."));
-    home.join(".cache").join("alfworld")
+    crate::locate::candidates(Path::new("."))[0].clone()
 }
 
 fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> DataError + '_ {
@@ -124,9 +123,15 @@ impl AlfworldData {
         Err(DataError::NotFound(location.to_path_buf()))
     }
 
-    /// Opens the default location (see [`default_data_dir`]).
+    /// Opens the first place of [`crate::locate::candidates`] (from the working directory)
+    /// that holds the data: `$ALFWORLD_DATA`, else `~/.cache/alfworld`, else the zip beside
+    /// the repository. The error says where it looked and how to get the data.
     pub fn open_default() -> Result<AlfworldData, DataError> {
-        Self::open(&default_data_dir())
+        let base = Path::new(".");
+        match crate::locate::find_data(base) {
+            Some(path) => Self::open(&path),
+            None => Err(DataError::Missing(crate::locate::missing_data_help(base))),
+        }
     }
 
     fn open_dir(dir: &Path) -> Result<AlfworldData, DataError> {

@@ -5,6 +5,7 @@ pub mod bench;
 pub mod data;
 pub mod env;
 pub mod expert;
+pub mod locate;
 pub mod names;
 pub mod replay;
 pub mod sampling;

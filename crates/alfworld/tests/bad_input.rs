@@ -8,7 +8,7 @@ use alfworld::{load_game, AlfworldData};
 const GAME: &str = "json_2.1.1/valid_seen/pick_and_place_simple-Book-None-Sofa-229/trial_T20190907_042856_259139/game.tw-pddl";
 
 fn data() -> AlfworldData {
-    AlfworldData::open(&Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/alfworld/json_2.1.1.zip")).unwrap()
+    AlfworldData::open(&testkit::alfworld_data()).unwrap()
 }
 
 fn game_text() -> String {

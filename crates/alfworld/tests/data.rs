@@ -1,11 +1,9 @@
 //! Game discovery on the real ALFWorld files, from the zip and from a folder.
 
-use std::path::Path;
-
 use alfworld::{AlfworldData, Level, Split, TaskSampler, TaskType};
 
 fn zip() -> std::path::PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/alfworld/json_2.1.1.zip")
+    testkit::alfworld_data()
 }
 
 #[test]

@@ -1,7 +1,7 @@
 //! The hand-coded expert on the shared ALFWorld data: a few games of every task
 //! type, then whole validation splits (≥ 99% wins within 50 steps).
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use alfworld::expert::{evaluate, parse_task, play_game, run_episode, Expert, ExpertReport, APPLIANCE_KINDS};
@@ -11,7 +11,7 @@ use rlvmr_core::Env;
 const MAX_STEPS: usize = 50;
 
 fn shared_zip() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/alfworld/json_2.1.1.zip")
+    testkit::alfworld_data()
 }
 
 fn data() -> AlfworldData {

@@ -18,7 +18,7 @@ struct Transcript {
 }
 
 fn shared_zip() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/alfworld/json_2.1.1.zip")
+    testkit::alfworld_data()
 }
 
 fn transcript_files() -> Vec<PathBuf> {

@@ -166,21 +166,10 @@ enum AlfworldCommand {
 }
 
 fn resolve_data(arg: &DataArg) -> Result<AlfworldData> {
-    if let Some(path) = &arg.data {
-        return Ok(AlfworldData::open(path)?);
-    }
-    let default = alfworld::default_data_dir();
-    match AlfworldData::open(&default) {
-        Ok(d) => Ok(d),
-        Err(first) => {
-            // The project's shared checkout keeps the zip beside the repository.
-            let shared = Path::new("../shared/alfworld/json_2.1.1.zip");
-            if std::env::var_os("ALFWORLD_DATA").is_none() && shared.is_file() {
-                return Ok(AlfworldData::open(shared)?);
-            }
-            Err(first.into())
-        }
-    }
+    Ok(match &arg.data {
+        Some(path) => AlfworldData::open(path)?,
+        None => AlfworldData::open_default()?,
+    })
 }
 
 fn parse_split(name: &str) -> Result<Split> {

@@ -7,7 +7,7 @@ use std::process::{Command, Stdio};
 const GAME: &str = "json_2.1.1/valid_seen/pick_and_place_simple-Book-None-Sofa-229/trial_T20190907_042856_259139/game.tw-pddl";
 
 fn zip() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/alfworld/json_2.1.1.zip")
+    testkit::alfworld_data()
 }
 
 fn rlvmr(args: &[&str], stdin: &[u8]) -> (i32, String, String) {

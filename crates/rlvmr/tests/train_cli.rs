@@ -10,7 +10,7 @@ fn repo() -> PathBuf {
 }
 
 fn zip() -> PathBuf {
-    repo().join("../shared/alfworld/json_2.1.1.zip")
+    testkit::alfworld_data()
 }
 
 fn scratch(name: &str) -> PathBuf {

@@ -6,10 +6,7 @@ use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
 fn zip() -> String {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../../shared/alfworld/json_2.1.1.zip")
-        .display()
-        .to_string()
+    testkit::alfworld_data().display().to_string()
 }
 
 fn scratch(name: &str) -> PathBuf {

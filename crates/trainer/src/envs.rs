@@ -99,7 +99,7 @@ pub trait EnvProvider: Sync {
 pub const ENV_NAMES: [&str; 2] = ["alfworld", "sciworld"];
 
 /// Opens environment `env` at level `split` (`L0`, `L1`, `L2`). `data` overrides where the
-/// ALFWorld files are (see [`default_alfworld_data`]).
+/// ALFWorld files are (see [`AlfworldData::open_default`]).
 pub fn open_env(env: &str, split: &str, data: Option<&Path>) -> Result<Box<dyn EnvProvider>> {
     match env {
         "alfworld" => {
@@ -109,27 +109,12 @@ pub fn open_env(env: &str, split: &str, data: Option<&Path>) -> Result<Box<dyn E
             })?;
             let data = match data {
                 Some(path) => AlfworldData::open(path)?,
-                None => default_alfworld_data()?,
+                None => AlfworldData::open_default()?,
             };
             Ok(Box::new(AlfworldProvider::new(data, level)))
         }
         "sciworld" => Ok(Box::new(crate::sciworld_env::SciworldProvider::open(split)?)),
         other => Err(TrainerError::UnknownEnv(other.into())),
-    }
-}
-
-/// `$ALFWORLD_DATA`, else `~/.cache/alfworld`, else `../shared/alfworld/json_2.1.1.zip`
-/// beside the working directory (where this project's machines keep it).
-pub fn default_alfworld_data() -> Result<AlfworldData> {
-    match AlfworldData::open_default() {
-        Ok(d) => Ok(d),
-        Err(first) => {
-            let shared = Path::new("../shared/alfworld/json_2.1.1.zip");
-            if std::env::var_os("ALFWORLD_DATA").is_none() && shared.is_file() {
-                return Ok(AlfworldData::open(shared)?);
-            }
-            Err(first.into())
-        }
     }
 }
 

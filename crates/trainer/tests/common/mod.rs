@@ -9,9 +9,9 @@ use std::path::PathBuf;
 
 use trainer::envs::{open_env, EnvProvider};
 
-/// The ALFWorld zip beside the repository (`../shared/alfworld/json_2.1.1.zip`).
+/// ALFWorld's game files, as the test build found them.
 pub fn zip() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/alfworld/json_2.1.1.zip")
+    testkit::alfworld_data()
 }
 
 pub fn alfworld(level: &str) -> Box<dyn EnvProvider> {
