@@ -1,4 +1,4 @@
-//! `rlvmr report`: charts and the final table of `rlvmr train` runs (a thin wrapper over
+//! `rlvmr report`: charts, the final table and the evaluations of `rlvmr train` runs (a thin wrapper over
 //! `trainer::report`).
 
 use std::path::PathBuf;
@@ -25,6 +25,10 @@ pub fn run(args: ReportArgs) -> Result<ExitCode> {
     let out = args.out.unwrap_or_else(|| args.runs[0].join("plots"));
     let written = trainer::report::draw(&runs, &out)?;
     println!("{}", trainer::report::table(&runs));
+    let evals = trainer::report::eval_table(&runs);
+    if !evals.is_empty() {
+        println!("evaluations during training:\n\n{evals}");
+    }
     for path in written {
         eprintln!("wrote {}", path.display());
     }

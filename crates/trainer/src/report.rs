@@ -503,6 +503,42 @@ pub fn table(runs: &[Run]) -> String {
     out
 }
 
+/// Every evaluation made during training, as a Markdown table: one row per run, level and
+/// iteration (the curves of `eval-<level>.png` in numbers). Empty when no run evaluated.
+pub fn eval_table(runs: &[Run]) -> String {
+    if runs.iter().all(|r| r.evals.is_empty()) {
+        return String::new();
+    }
+    let mut out = String::from(
+        "| run | level | iteration | episodes | success % | invalid % | inadmissible % | repetitive % | planning / explore / reflection / monitor % |\n\
+         |---|---|---:|---:|---:|---:|---:|---:|---|\n",
+    );
+    for run in runs {
+        for line in &run.evals {
+            let eval = line.get("eval");
+            let tag = |key: &str| {
+                tag_share(line.pointer("/eval/tag_mix"), key).map_or("–".into(), |v| format!("{:.1}", 100.0 * v))
+            };
+            out.push_str(&format!(
+                "| {} | {} | {} | {} | {} | {} | {} | {} | {} / {} / {} / {} |\n",
+                run.name,
+                line.pointer("/eval/split").and_then(Value::as_str).unwrap_or("?"),
+                number(line, "/iteration").unwrap_or(0.0),
+                number(line, "/eval/episodes").unwrap_or(0.0),
+                percent(eval, "/success_rate"),
+                percent(eval, "/invalid_rate"),
+                percent(eval, "/inadmissible_rate"),
+                percent(eval, "/repetitive_rate"),
+                tag("planning"),
+                tag("explore"),
+                tag("reflection"),
+                tag("monitor"),
+            ));
+        }
+    }
+    out
+}
+
 /// One level's final evaluation of a run: `DIR/eval/<level>.json` (written by `rlvmr train`'s
 /// `rl.final_eval`) or `DIR/<level>/summary.json` (written by `rlvmr eval --out DIR/<level>`,
 /// for a model without RL). `None` when the run has neither.
@@ -760,6 +796,8 @@ mod tests {
                 "invalid_rate": 0.05, "inadmissible_rate": 0.2, "repetitive_rate": 0.1, "avg_actions": 9.5,
                 "tag_mix": {"planning": 0.1, "explore": 0.2, "reflection": 0.3, "monitor": 0.4}}})],
         };
+        let evals = eval_table(std::slice::from_ref(&run));
+        assert!(evals.contains("| a | L2 | 2 | 0 | 75.0 | 5.0 | 20.0 | 10.0 | 10.0 / 20.0 / 30.0 / 40.0 |"), "{evals}");
         let table = table(&[run]);
         assert!(table.starts_with(Protocol::Strict.describe()), "{table}");
         assert!(
