@@ -79,24 +79,17 @@ const L2_TEST_MARKS: [&str; 4] = [
     "\"task_type\":\"pick_two\"",
 ];
 
-/// Every file under `dir` with its bytes (gzipped files unpacked).
+/// Every file under `dir` with its bytes, gzipped files unpacked.
 fn files_under(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
-    let mut out = Vec::new();
-    for entry in std::fs::read_dir(dir).unwrap().flatten() {
-        let path = entry.path();
-        if path.is_dir() {
-            out.extend(files_under(&path));
-            continue;
+    let unpack = |(path, bytes): (PathBuf, Vec<u8>)| {
+        if path.extension().is_none_or(|e| e != "gz") {
+            return (path, bytes);
         }
-        let mut bytes = std::fs::read(&path).unwrap();
-        if path.extension().is_some_and(|e| e == "gz") {
-            let mut text = Vec::new();
-            std::io::Read::read_to_end(&mut flate2::read::GzDecoder::new(&bytes[..]), &mut text).unwrap();
-            bytes = text;
-        }
-        out.push((path, bytes));
-    }
-    out
+        let mut text = Vec::new();
+        std::io::Read::read_to_end(&mut flate2::read::GzDecoder::new(&bytes[..]), &mut text).unwrap();
+        (path, text)
+    };
+    testkit::files_under(dir).into_iter().map(unpack).collect()
 }
 
 fn mentions(bytes: &[u8], mark: &str) -> bool {

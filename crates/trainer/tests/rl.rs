@@ -329,19 +329,6 @@ fn an_update_with_gradient_checkpointing_matches_the_ordinary_one() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-fn files_under(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
-    let mut out = Vec::new();
-    for entry in std::fs::read_dir(dir).unwrap().flatten() {
-        let path = entry.path();
-        if path.is_dir() {
-            out.extend(files_under(&path));
-        } else {
-            out.push((path.clone(), std::fs::read(&path).unwrap()));
-        }
-    }
-    out.sort();
-    out
-}
 
 #[test]
 fn a_run_whose_updates_keep_failing_stops_and_leaves_the_last_checkpoint_whole() {
@@ -354,7 +341,7 @@ fn a_run_whose_updates_keep_failing_stops_and_leaves_the_last_checkpoint_whole()
     let out = dir.join("run");
     train(&config, &out);
     let checkpoint = out.join("checkpoints/iter-0001");
-    let saved = files_under(&checkpoint);
+    let saved = testkit::files_under(&checkpoint);
     let metrics = std::fs::read_to_string(out.join("metrics.jsonl")).unwrap();
 
     // Resumed with a learning rate that blows the weights up at the first step: every later
@@ -366,7 +353,7 @@ fn a_run_whose_updates_keep_failing_stops_and_leaves_the_last_checkpoint_whole()
     let err = trainer::rl::train_on(&config, &DoorsProvider, &out, true).unwrap_err().to_string();
     assert!(err.contains("iteration 2: 2 updates in a row had a non-finite loss"), "{err}");
     assert!(err.contains("the last checkpoint is untouched"), "{err}");
-    assert_eq!(files_under(&checkpoint), saved, "the last checkpoint is byte-identical");
+    assert_eq!(testkit::files_under(&checkpoint), saved, "the last checkpoint is byte-identical");
     assert!(!out.join("checkpoints/iter-0002").exists());
     assert_eq!(std::fs::read_to_string(out.join("metrics.jsonl")).unwrap(), metrics, "no line for the failed iteration");
     let _ = std::fs::remove_dir_all(&dir);
