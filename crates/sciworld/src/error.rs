@@ -12,9 +12,12 @@ pub enum SciError {
         path: PathBuf,
         source: std::io::Error,
     },
-    /// The simulator jar could not be found, fetched or verified.
+    /// `SCIWORLD_JAR` names no file.
     #[error("scienceworld jar: {0}")]
     Asset(String),
+    /// The simulator jar could not be fetched or verified.
+    #[error("scienceworld jar: {0}")]
+    Fetch(#[from] pypi_asset::AssetError),
     /// The JVM could not be started (no java, bad jar, no port line).
     #[error("starting the simulator JVM: {0}")]
     Start(String),
