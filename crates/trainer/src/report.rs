@@ -443,16 +443,7 @@ fn percent(line: Option<&Value>, pointer: &str) -> String {
 /// The final figures of each run: its last iteration's training success and rates, its last
 /// evaluation, and the tag mix, as a Markdown table.
 pub fn table(runs: &[Run]) -> String {
-    let mut protocols: Vec<Protocol> = Vec::new();
-    for p in runs.iter().filter_map(|r| r.protocol) {
-        if !protocols.contains(&p) {
-            protocols.push(p);
-        }
-    }
-    let mut out: String = protocols.iter().map(|p| format!("{}\n", p.describe())).collect();
-    if !out.is_empty() {
-        out.push('\n');
-    }
+    let mut out = protocol_header(runs.iter().filter_map(|r| r.protocol));
     out.push_str(
         "| run | iterations | train success % | eval success % | eval split (iteration) | invalid % | inadmissible % | repetitive % | avg actions | planning / explore / reflection / monitor % |\n\
          |---|---:|---:|---:|---|---:|---:|---:|---:|---|\n",
@@ -600,16 +591,13 @@ fn protocols_of(runs: &[Levels]) -> Vec<String> {
     names
 }
 
-/// One line per protocol the table reports, saying what it means, then a blank line.
-fn protocol_lines(methods: &[(String, Vec<Levels>)]) -> String {
-    let mut seen = Vec::new();
-    for (_, runs) in methods {
-        for name in protocols_of(runs) {
-            if let Some(protocol) = Protocol::from_name(&name) {
-                if !seen.contains(&protocol) {
-                    seen.push(protocol);
-                }
-            }
+/// One line per distinct protocol, in first-seen order, saying what it means, then a blank
+/// line; nothing without a protocol (the header of every table that reports L2).
+fn protocol_header(protocols: impl IntoIterator<Item = Protocol>) -> String {
+    let mut seen: Vec<Protocol> = Vec::new();
+    for p in protocols {
+        if !seen.contains(&p) {
+            seen.push(p);
         }
     }
     let mut out: String = seen.iter().map(|p| format!("{}\n", p.describe())).collect();
@@ -644,7 +632,8 @@ pub fn comparison(dirs: &[PathBuf]) -> Result<String> {
             None => methods.push((method, vec![levels])),
         }
     }
-    let mut out = protocol_lines(&methods);
+    let named = methods.iter().flat_map(|(_, runs)| protocols_of(runs)).filter_map(|name| Protocol::from_name(&name));
+    let mut out = protocol_header(named);
     out.push_str(
         "| method | protocol | runs | L0 success % | L1 success % | L2 success % | L2 invalid % | L2 inadmissible % | L2 repetitive % | L2 avg actions | L2 planning / explore / reflection / monitor % |\n\
          |---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|\n",
