@@ -6,13 +6,16 @@
 #
 #   tools/long_runs.sh [OUT]     (default runs/long; ITERATIONS=60, EVAL_EVERY=5,
 #                                 EVAL_EPISODES=38, TAGGED_SFT=runs/cpu-l2/rlvmr/sft/final,
-#                                 METHODS="rlvmr grpo-tagged grpo", LANES=2)
+#                                 METHODS="rlvmr grpo-tagged grpo gigpo", SEEDS=0,
+#                                 THINK_SEEDS=0, LANES=2)
 #
 # rlvmr and grpo-tagged start from one tagged SFT model: TAGGED_SFT when it exists (the main
 # job's; the same config and seed make the same model), else the one the rlvmr run makes
-# first. grpo makes its own `<think>` cold start and SFT (the same demonstrations in the
-# published baselines' format) inside its run. LANES runs go side by side, one compute
-# thread each.
+# first; they run once per seed in SEEDS. grpo's seed-0 run makes its own `<think>` cold
+# start and SFT (the same demonstrations in the published baselines' format); gigpo and the
+# further grpo seeds (THINK_SEEDS) start from that model. Two lanes (tagged, think) go side
+# by side, one compute thread each; LANES=1 runs them one after the other on two threads.
+# Seed 0 runs are OUT/METHOD, others OUT/METHOD-seedN.
 #
 # Every run checkpoints after each iteration; calling the script again resumes each run from
 # its last checkpoint (and a larger ITERATIONS extends finished runs). It ends with
@@ -25,7 +28,9 @@ ITERATIONS=${ITERATIONS:-60}
 EVAL_EVERY=${EVAL_EVERY:-5}
 EVAL_EPISODES=${EVAL_EPISODES:-38}
 TAGGED_SFT=${TAGGED_SFT:-runs/cpu-l2/rlvmr/sft/final}
-METHODS=${METHODS:-"rlvmr grpo-tagged grpo"}
+METHODS=${METHODS:-"rlvmr grpo-tagged grpo gigpo"}
+SEEDS=${SEEDS:-0}
+THINK_SEEDS=${THINK_SEEDS:-0}
 LANES=${LANES:-2}
 mkdir -p "$OUT"
 cargo build --release -q -p rlvmr
@@ -49,41 +54,83 @@ for f in tagged think; do
         || { echo "configs/cpu-l2.toml changed shape: cannot make $OUT/$f.toml" >&2; exit 2; }
 done
 
-# run METHOD INIT: one long run into OUT/METHOD from INIT, resumed when it has a checkpoint.
+# name METHOD SEED: the run's folder name (seed 0 keeps the bare method name).
+name() { if [ "$2" = 0 ]; then echo "$1"; else echo "$1-seed$2"; fi; }
+
+# run METHOD SEED INIT: one long run into OUT/NAME from INIT. A run with checkpoints is
+# resumed (and extended when ITERATIONS grew); a finished run at least ITERATIONS long is kept.
 run() {
-    local method=$1 init=$2 style=tagged algo=$1
+    local method=$1 seed=$2 init=$3 style=tagged algo=$1
+    local dir=$OUT/$(name "$1" "$2")
     case $method in
         grpo-tagged) algo=grpo ;;
         grpo | gigpo) style=think ;;
     esac
-    if [ -d "$OUT/$method/checkpoints" ]; then
-        echo "$method: resuming"
-        "$bin" train --resume "$OUT/$method" --iterations "$ITERATIONS" >> "$OUT/$method.log" 2>&1
+    if [ -d "$dir/checkpoints" ]; then
+        local planned
+        planned=$(sed -n 's/^iterations = //p' "$dir/config.toml")
+        if [ -d "$dir/final" ] && [ "$planned" -ge "$ITERATIONS" ]; then
+            echo "$dir: $planned iterations done, kept"
+            return
+        fi
+        echo "$dir: resuming"
+        "$bin" train --resume "$dir" --iterations "$ITERATIONS" >> "$dir.log" 2>&1
         return
     fi
-    [ "$style" = think ] && init=coldstart
-    echo "$method: from $init"
-    "$bin" train --config "$OUT/$style.toml" --algo "$algo" --init "$init" --out "$OUT/$method" > "$OUT/$method.log" 2>&1
+    echo "$dir: from $init, seed $seed"
+    "$bin" train --config "$OUT/$style.toml" --algo "$algo" --init "$init" --seed "$seed" \
+        --out "$dir" > "$dir.log" 2>&1
 }
+
+wanted() { [[ " $METHODS " == *" $1 "* ]]; }
 
 # Without the main job's SFT model, the first tagged run makes it (cold start and SFT in
 # its own folder) before the others start.
 if [ ! -f "$TAGGED_SFT/rlvmr.toml" ]; then
-    RAYON_NUM_THREADS=2 run rlvmr coldstart
+    RAYON_NUM_THREADS=2 run rlvmr 0 coldstart
     TAGGED_SFT=$OUT/rlvmr/sft/final
 fi
 
-export RAYON_NUM_THREADS=$((2 / LANES > 0 ? 2 / LANES : 1))
-running=0
-for method in $METHODS; do
-    if [ "$running" -ge "$LANES" ]; then
-        wait -n
-        running=$((running - 1))
-    fi
-    run "$method" "$TAGGED_SFT" &
-    running=$((running + 1))
-done
-wait
+# The tagged lane: RLVMR and GRPO with the four tags, seed by seed, from one SFT model.
+tagged_lane() {
+    for seed in $SEEDS; do
+        for method in rlvmr grpo-tagged; do
+            wanted "$method" && run "$method" "$seed" "$TAGGED_SFT"
+        done
+    done
+}
+
+# The think lane: GRPO's seed-0 run makes the `<think>` cold start (seed 0: the tagged
+# model's demonstrations, in the published baselines' format) and SFT; every other GRPO and
+# GiGPO run starts from that model, which is also evaluated alone on every L2 test game.
+think_lane() {
+    local think_sft=$OUT/grpo/sft/final
+    wanted grpo || wanted gigpo || return 0
+    [ -f "$think_sft/rlvmr.toml" ] || run grpo 0 coldstart
+    [ -f "$OUT/sft-only-think/L2/summary.json" ] \
+        || "$bin" eval --split L2 --policy "$think_sft" --out "$OUT/sft-only-think/L2" \
+            > "$OUT/sft-only-think-L2.log" 2>&1
+    for seed in $THINK_SEEDS; do
+        for method in grpo gigpo; do
+            wanted "$method" && run "$method" "$seed" "$think_sft"
+        done
+    done
+}
+
+if [ "$LANES" -ge 2 ]; then
+    export RAYON_NUM_THREADS=1
+    tagged_lane &
+    think_lane &
+    wait
+else
+    export RAYON_NUM_THREADS=2
+    tagged_lane
+    think_lane
+fi
 dirs=()
-for method in $METHODS; do dirs+=("$OUT/$method"); done
+for method in rlvmr grpo-tagged grpo gigpo; do
+    for run_dir in "$OUT/$method" "$OUT/$method"-seed*; do
+        wanted "$method" && [ -f "$run_dir/config.toml" ] && dirs+=("$run_dir")
+    done
+done
 "$bin" report "${dirs[@]}" --out "$OUT/plots"

@@ -1,4 +1,4 @@
-//! The sampling attention: the fused kernels (`policy::attention`) against the matmul path
+//! The sampling attention: the fused kernels (`policy::ops::attention`) against the matmul path
 //! they replaced (`matmul_attention`: two batched matmuls around the padded causal softmax),
 //! on the shapes of the CPU preset's rollouts (32 prompts, 2 KV heads of 2 query heads, head
 //! size 32). Prefill: the prompts packed without padding (`packed_causal_attention`) against
@@ -10,7 +10,7 @@
 //! PROMPT_TOKENS: the longest prompt; the others spread down to a third of it.
 
 use candle_core::{Device, Tensor};
-use policy::attention::{cached_attention, matmul_attention, packed_causal_attention};
+use policy::ops::attention::{cached_attention, matmul_attention, packed_causal_attention};
 use std::time::Instant;
 
 fn tensor(shape: &[usize], seed: u64) -> Tensor {

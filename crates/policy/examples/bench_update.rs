@@ -66,14 +66,14 @@ fn main() {
     let k = var(&[rows, kv_heads, t, head_dim], 2);
     let v = var(&[rows, kv_heads, t, head_dim], 3);
     let attn = common::time(repeats, || {
-        let out = policy::fused::causal_attention(q.as_tensor(), k.as_tensor(), v.as_tensor(), 0.17).expect("attention");
+        let out = policy::ops::fused::causal_attention(q.as_tensor(), k.as_tensor(), v.as_tensor(), 0.17).expect("attention");
         out.sum_all().unwrap().backward().unwrap();
     });
     println!("one layer's attention forward + backward: {:.1} ms (x{layers} layers = {:.0} ms)", attn * 1e3, attn * 1e3 * layers as f64);
     let rowwise = common::time(repeats, || {
         for i in 0..rows {
             let (q, k, v) = (q.narrow(0, i, 1).unwrap(), k.narrow(0, i, 1).unwrap(), v.narrow(0, i, 1).unwrap());
-            let out = policy::fused::causal_attention(&q, &k, &v, 0.17).expect("attention");
+            let out = policy::ops::fused::causal_attention(&q, &k, &v, 0.17).expect("attention");
             out.sum_all().unwrap().backward().unwrap();
         }
     });

@@ -17,11 +17,9 @@ use serde_json::{json, Value};
 use std::collections::HashMap;
 use std::path::Path;
 
-pub const MODEL_FILE: &str = "model.safetensors";
-/// The index of a sharded model (tensor name -> shard file).
-pub const INDEX_FILE: &str = "model.safetensors.index.json";
-pub const CONFIG_FILE: &str = "config.json";
-pub const OPTIMIZER_FILE: &str = "optimizer.safetensors";
+pub use crate::hf::{load_model, load_weights_into, CONFIG_FILE, INDEX_FILE, MODEL_FILE, OPTIMIZER_FILE};
+use crate::hf::read_json;
+
 pub const OPTIMIZER_JSON: &str = "optimizer.json";
 /// Subfolder used by [`save_training_state`] for the optimizer files.
 pub const OPTIMIZER_DIR: &str = "optimizer";
@@ -82,11 +80,6 @@ fn write_file(path: &Path, bytes: &[u8]) -> Result<()> {
     std::fs::write(path, bytes).map_err(|e| PolicyError::io(path, e))
 }
 
-fn read_json(path: &Path) -> Result<Value> {
-    let text = std::fs::read_to_string(path).map_err(|e| PolicyError::io(path, e))?;
-    serde_json::from_str(&text).map_err(|e| PolicyError::Config(format!("{}: {e}", path.display())))
-}
-
 /// `tokenizer_config.json` for transformers: the ChatML template of [`crate::chat`] and
 /// `<|im_end|>` as the end of a turn when the tokenizer has it.
 fn tokenizer_config_json(tok: &Tokenizer, max_position: usize) -> Value {
@@ -134,110 +127,6 @@ pub fn save_model(model: &Llama, tokenizer: &Tokenizer, dir: &Path) -> Result<()
     let tok_cfg = tokenizer_config_json(tokenizer, model.config().max_position);
     let text = serde_json::to_string_pretty(&tok_cfg).expect("json");
     write_file(&dir.join(crate::hf::TOKENIZER_CONFIG_FILE), text.as_bytes())
-}
-
-/// The weight files of an HF folder: those named by `model.safetensors.index.json` if present,
-/// else `model.safetensors`, else every `*.safetensors` but the optimizer's.
-fn weight_files(dir: &Path) -> Result<Vec<std::path::PathBuf>> {
-    let index = dir.join(INDEX_FILE);
-    if index.exists() {
-        let v = read_json(&index)?;
-        let map = v
-            .get("weight_map")
-            .and_then(Value::as_object)
-            .ok_or_else(|| PolicyError::Config(format!("{}: no weight_map", index.display())))?;
-        let mut files: Vec<String> = map
-            .values()
-            .filter_map(|f| f.as_str().map(str::to_string))
-            .collect();
-        files.sort();
-        files.dedup();
-        return Ok(files.into_iter().map(|f| dir.join(f)).collect());
-    }
-    let single = dir.join(MODEL_FILE);
-    if single.exists() {
-        return Ok(vec![single]);
-    }
-    let mut files = Vec::new();
-    for entry in std::fs::read_dir(dir).map_err(|e| PolicyError::io(dir, e))? {
-        let path = entry.map_err(|e| PolicyError::io(dir, e))?.path();
-        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
-        if name.ends_with(".safetensors") && name != OPTIMIZER_FILE {
-            files.push(path);
-        }
-    }
-    files.sort();
-    if files.is_empty() {
-        return Err(PolicyError::Config(format!(
-            "{}: no *.safetensors weight files",
-            dir.display()
-        )));
-    }
-    Ok(files)
-}
-
-fn load_tensors(dir: &Path) -> Result<HashMap<String, Tensor>> {
-    let mut all = HashMap::new();
-    for f in weight_files(dir)? {
-        if !f.exists() {
-            return Err(PolicyError::io(
-                &f,
-                std::io::Error::new(std::io::ErrorKind::NotFound, "weight file missing"),
-            ));
-        }
-        let t = candle_core::safetensors::load(&f, &Device::Cpu).map_err(|e| {
-            PolicyError::Config(format!("{}: cannot read safetensors: {e}", f.display()))
-        })?;
-        all.extend(t);
-    }
-    Ok(all)
-}
-
-/// Load the model of a Hugging Face folder (`config.json` of the Llama or Qwen2 family + one
-/// or many safetensors, any float dtype) as a trainable model in `dtype`. See
-/// [`crate::hf::load`] for the model with its tokenizer.
-pub fn load_model(dir: &Path, dtype: DType, device: &Device) -> Result<Llama> {
-    let cfg = crate::hf::read_config(dir)?;
-    let mut tensors = load_tensors(dir)?;
-    Llama::from_weights(cfg, dtype, device, |name, _| {
-        tensors
-            .remove(name)
-            .ok_or_else(|| missing_tensor(dir, name))
-    })
-}
-
-fn missing_tensor(dir: &Path, name: &str) -> PolicyError {
-    PolicyError::Config(format!(
-        "{}: tensor `{name}` is in none of the weight files",
-        dir.display()
-    ))
-}
-
-/// Overwrite `model`'s weights with those saved in `dir` (same configuration required).
-pub fn load_weights_into(model: &Llama, dir: &Path) -> Result<()> {
-    let cfg = crate::hf::read_config(dir)?;
-    if &cfg != model.config() {
-        return Err(PolicyError::Config(format!(
-            "{}: configuration {cfg:?} differs from the model's {:?}",
-            dir.display(),
-            model.config()
-        )));
-    }
-    let tensors = load_tensors(dir)?;
-    for (name, var) in model.named_vars() {
-        let t = tensors
-            .get(&name)
-            .ok_or_else(|| missing_tensor(dir, &name))?;
-        if t.dims() != var.dims() {
-            return Err(PolicyError::Config(format!(
-                "weight {name} has shape {:?}, expected {:?}",
-                t.dims(),
-                var.dims()
-            )));
-        }
-        var.set(&t.to_dtype(var.dtype())?.to_device(var.device())?)?;
-    }
-    Ok(())
 }
 
 /// Save the optimizer state: `optimizer.safetensors` (`{name}.exp_avg`, `{name}.exp_avg_sq`

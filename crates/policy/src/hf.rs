@@ -12,10 +12,17 @@
 use crate::error::{PolicyError, Result};
 use crate::model::{Family, Llama, LlamaConfig};
 use crate::tokenizer::Tokenizer;
-use candle_core::{DType, Device};
+use candle_core::{DType, Device, Tensor};
 use serde_json::Value;
+use std::collections::HashMap;
 use std::path::Path;
 
+pub const MODEL_FILE: &str = "model.safetensors";
+/// The index of a sharded model (tensor name -> shard file).
+pub const INDEX_FILE: &str = "model.safetensors.index.json";
+pub const CONFIG_FILE: &str = "config.json";
+/// The optimizer's state in a checkpoint ([`crate::checkpoint`]), never a weight file.
+pub const OPTIMIZER_FILE: &str = "optimizer.safetensors";
 /// The tokenizer file of a folder.
 pub const TOKENIZER_FILE: &str = "tokenizer.json";
 /// The tokenizer settings transformers reads beside `tokenizer.json` (chat template, EOS).
@@ -194,7 +201,7 @@ pub fn config_from_json(v: &Value) -> Result<LlamaConfig> {
 
 /// Read and parse `dir/config.json`; errors name the file.
 pub fn read_config(dir: &Path) -> Result<LlamaConfig> {
-    let path = dir.join(crate::checkpoint::CONFIG_FILE);
+    let path = dir.join(CONFIG_FILE);
     let text = std::fs::read_to_string(&path).map_err(|e| PolicyError::io(&path, e))?;
     let v: Value = serde_json::from_str(&text)
         .map_err(|e| config_err(format!("{}: not valid JSON: {e}", path.display())))?;
@@ -235,8 +242,118 @@ pub fn load(dir: &Path, dtype: DType, device: &Device) -> Result<(Llama, Tokeniz
     }
     let tok = Tokenizer::from_file(&tok_path)?;
     check_tokenizer(&tok, &cfg, &tok_path)?;
-    let model = crate::checkpoint::load_model(dir, dtype, device)?;
+    let model = load_model(dir, dtype, device)?;
     Ok((model, tok))
+}
+
+/// Reads and parses a JSON file; errors name the file.
+pub(crate) fn read_json(path: &Path) -> Result<Value> {
+    let text = std::fs::read_to_string(path).map_err(|e| PolicyError::io(path, e))?;
+    serde_json::from_str(&text).map_err(|e| PolicyError::Config(format!("{}: {e}", path.display())))
+}
+
+/// The weight files of an HF folder: those named by `model.safetensors.index.json` if present,
+/// else `model.safetensors`, else every `*.safetensors` but the optimizer's.
+fn weight_files(dir: &Path) -> Result<Vec<std::path::PathBuf>> {
+    let index = dir.join(INDEX_FILE);
+    if index.exists() {
+        let v = read_json(&index)?;
+        let map = v
+            .get("weight_map")
+            .and_then(Value::as_object)
+            .ok_or_else(|| PolicyError::Config(format!("{}: no weight_map", index.display())))?;
+        let mut files: Vec<String> = map
+            .values()
+            .filter_map(|f| f.as_str().map(str::to_string))
+            .collect();
+        files.sort();
+        files.dedup();
+        return Ok(files.into_iter().map(|f| dir.join(f)).collect());
+    }
+    let single = dir.join(MODEL_FILE);
+    if single.exists() {
+        return Ok(vec![single]);
+    }
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(dir).map_err(|e| PolicyError::io(dir, e))? {
+        let path = entry.map_err(|e| PolicyError::io(dir, e))?.path();
+        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+        if name.ends_with(".safetensors") && name != OPTIMIZER_FILE {
+            files.push(path);
+        }
+    }
+    files.sort();
+    if files.is_empty() {
+        return Err(PolicyError::Config(format!(
+            "{}: no *.safetensors weight files",
+            dir.display()
+        )));
+    }
+    Ok(files)
+}
+
+fn load_tensors(dir: &Path) -> Result<HashMap<String, Tensor>> {
+    let mut all = HashMap::new();
+    for f in weight_files(dir)? {
+        if !f.exists() {
+            return Err(PolicyError::io(
+                &f,
+                std::io::Error::new(std::io::ErrorKind::NotFound, "weight file missing"),
+            ));
+        }
+        let t = candle_core::safetensors::load(&f, &Device::Cpu).map_err(|e| {
+            PolicyError::Config(format!("{}: cannot read safetensors: {e}", f.display()))
+        })?;
+        all.extend(t);
+    }
+    Ok(all)
+}
+
+/// Load the model of a Hugging Face folder (`config.json` of the Llama or Qwen2 family + one
+/// or many safetensors, any float dtype) as a trainable model in `dtype`. See
+/// [`load`] for the model with its tokenizer.
+pub fn load_model(dir: &Path, dtype: DType, device: &Device) -> Result<Llama> {
+    let cfg = crate::hf::read_config(dir)?;
+    let mut tensors = load_tensors(dir)?;
+    Llama::from_weights(cfg, dtype, device, |name, _| {
+        tensors
+            .remove(name)
+            .ok_or_else(|| missing_tensor(dir, name))
+    })
+}
+
+fn missing_tensor(dir: &Path, name: &str) -> PolicyError {
+    PolicyError::Config(format!(
+        "{}: tensor `{name}` is in none of the weight files",
+        dir.display()
+    ))
+}
+
+/// Overwrite `model`'s weights with those saved in `dir` (same configuration required).
+pub fn load_weights_into(model: &Llama, dir: &Path) -> Result<()> {
+    let cfg = crate::hf::read_config(dir)?;
+    if &cfg != model.config() {
+        return Err(PolicyError::Config(format!(
+            "{}: configuration {cfg:?} differs from the model's {:?}",
+            dir.display(),
+            model.config()
+        )));
+    }
+    let tensors = load_tensors(dir)?;
+    for (name, var) in model.named_vars() {
+        let t = tensors
+            .get(&name)
+            .ok_or_else(|| missing_tensor(dir, &name))?;
+        if t.dims() != var.dims() {
+            return Err(PolicyError::Config(format!(
+                "weight {name} has shape {:?}, expected {:?}",
+                t.dims(),
+                var.dims()
+            )));
+        }
+        var.set(&t.to_dtype(var.dtype())?.to_device(var.device())?)?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -2,34 +2,29 @@
 //! a differentiable Llama forward pass (only ops with a backward), per-token log-probs, LoRA
 //! adapters over a frozen base (PEFT layout), the optimizer and checkpoints.
 //!
-//! The forward pass is written with plain candle ops on purpose: candle's fused ops
-//! (`softmax_last_dim`, `rms_norm`, `rope`, `sdpa`, `QMatMul`) have no backward and silently drop
-//! gradients (see `shared/spec/models.md`).
+//! Layers, lowest first: [`ops`] (the kernels: each fused op with its own backward beside its
+//! plain reference, since candle's fast ops have no backward and silently drop gradients),
+//! [`model`] (the shape, the training decoder, the inference copy with its KV cache), then
+//! what uses the model: [`lora`], [`logprobs`], [`sample`], [`optim`], [`ppo`], and the file
+//! formats ([`hf`], [`checkpoint`], [`gguf`], [`scratch`]).
 
 pub mod assets;
-pub mod attention;
 pub mod chat;
 pub mod checkpoint;
 pub mod device;
 pub mod error;
-pub mod frozen;
-pub mod fused;
 pub mod gguf;
 pub mod hf;
 pub mod logprobs;
 pub mod lora;
 pub mod malloc;
 pub mod model;
+pub mod ops;
 pub mod optim;
 pub mod ppo;
-mod raw;
 pub mod sample;
 pub mod scratch;
-mod simd;
-pub mod skinny;
 pub mod tokenizer;
-mod triangle;
-pub mod vexp;
 
 pub use error::{PolicyError, Result};
 pub use lora::{LoraAdapters, LoraConfig, TargetModule};

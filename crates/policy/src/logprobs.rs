@@ -117,7 +117,7 @@ pub fn token_scores_of_hidden(model: &Llama, input_ids: &Tensor, hidden: &Tensor
     let (b, h) = (input_ids.dim(0)?, model.config().hidden_size);
     let hidden = hidden.narrow(1, 0, t - 1)?;
     let targets = input_ids.narrow(1, 1, t - 1)?.flatten_all()?;
-    let both = crate::fused::head_token_scores(
+    let both = crate::ops::fused::head_token_scores(
         &hidden.contiguous()?.reshape((b * (t - 1), h))?,
         &model.head(),
         &targets,
@@ -181,7 +181,7 @@ pub fn reply_token_scores_of_hidden(model: &Llama, batch: &ResponseBatch, hidden
         .narrow(1, 1, t - 1)?
         .flatten_all()?
         .index_select(&positions, 0)?;
-    let both = crate::fused::head_token_scores(&hidden, &model.head(), &targets)?;
+    let both = crate::ops::fused::head_token_scores(&hidden, &model.head(), &targets)?;
     split_scores(&both, 1, n)
 }
 
@@ -269,7 +269,8 @@ pub fn score_text(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{log_softmax_last_dim, LlamaConfig};
+    use crate::model::LlamaConfig;
+    use crate::ops::reference::log_softmax_last_dim;
 
     #[test]
     fn mask_alignment_logprobs_and_entropy() {

@@ -18,8 +18,9 @@
 //! with an adapter is saved merged by [`crate::checkpoint::save_model`].
 
 use crate::error::{PolicyError, Result};
-use crate::frozen::frozen_linear;
-use crate::model::{linear, Llama, LlamaConfig};
+use crate::ops::frozen::frozen_linear;
+use crate::model::config::LlamaConfig;
+use crate::ops::reference::linear;
 use candle_core::{DType, Device, Tensor, Var};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -469,7 +470,7 @@ impl LoraAdapters {
     }
 
     /// Whether these adapters fit a model of shape `cfg`, dtype `dtype` on `device`.
-    fn check_fits(&self, cfg: &LlamaConfig, dtype: DType, device: &Device) -> Result<()> {
+    pub(crate) fn check_fits(&self, cfg: &LlamaConfig, dtype: DType, device: &Device) -> Result<()> {
         if self.layers.len() != cfg.num_layers {
             return Err(PolicyError::Config(format!(
                 "LoRA adapter has {} layers, the model {}",
@@ -619,72 +620,6 @@ fn refuse_leftovers(path: &Path, rest: HashMap<String, Tensor>) -> Result<()> {
     )))
 }
 
-impl Llama {
-    /// Attach LoRA adapters: from now on the base weights are frozen and the forward pass adds
-    /// the low-rank updates. Refused when the adapters do not fit the model or one is attached.
-    pub fn attach_lora(&mut self, adapters: LoraAdapters) -> Result<()> {
-        if self.lora.is_some() {
-            return Err(PolicyError::Input(
-                "the model already has a LoRA adapter (take it off first)".into(),
-            ));
-        }
-        adapters.check_fits(self.config(), self.dtype(), self.device())?;
-        self.lora = Some(adapters);
-        Ok(())
-    }
-
-    /// Detach the adapters (the base becomes trainable again) and return them.
-    pub fn take_lora(&mut self) -> Option<LoraAdapters> {
-        self.lora.take()
-    }
-
-    pub fn lora(&self) -> Option<&LoraAdapters> {
-        self.lora.as_ref()
-    }
-
-    /// What training updates: the adapter matrices when an adapter is attached, else every
-    /// weight ([`Llama::named_vars`]).
-    pub fn trainable_vars(&self) -> Vec<(String, Var)> {
-        match &self.lora {
-            Some(lora) => lora.named_vars(),
-            None => self.named_vars(),
-        }
-    }
-
-    /// A new model (no adapter) whose weights are this one's with the adapters merged in,
-    /// `W + (alpha / r) B A`. Without an adapter, a copy.
-    pub fn merged(&self) -> Result<Llama> {
-        let mut weights: HashMap<String, Tensor> = self
-            .named_vars()
-            .into_iter()
-            .map(|(name, var)| (name, var.as_tensor().detach()))
-            .collect();
-        if let Some(lora) = &self.lora {
-            for layer in 0..lora.num_layers() {
-                for target in TargetModule::ALL {
-                    let Some(delta) = lora.delta_weight(layer, target)? else {
-                        continue;
-                    };
-                    let name = target.weight_name(layer);
-                    let w = weights
-                        .remove(&name)
-                        .ok_or_else(|| PolicyError::Config(format!("no base weight {name}")))?;
-                    weights.insert(name, (w + delta)?);
-                }
-            }
-        }
-        Llama::from_weights(
-            self.config().clone(),
-            self.dtype(),
-            self.device(),
-            |name, _| {
-                weights
-                    .remove(name)
-                    .ok_or_else(|| PolicyError::Config(format!("no weight {name}")))
-            },
-        )
-    }
-}
 
 #[cfg(test)]
 mod tests {

@@ -7,7 +7,7 @@
 use crate::error::{PolicyError, Result};
 use crate::logprobs::{response_scores, ResponseBatch, TokenScores};
 use crate::model::Llama;
-use crate::raw::{with_slice, with_slice_mut, RawFloat};
+use crate::ops::raw::{with_slice, with_slice_mut, RawFloat};
 use rayon::prelude::*;
 use candle_core::{backprop::GradStore, DType, Tensor, Var};
 

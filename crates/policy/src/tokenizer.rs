@@ -174,7 +174,7 @@ pub fn word_level(n: u32) -> Result<Tokenizer> {
         .vocab(vocab)
         .unk_token("<unk>".into())
         .build()
-        .map_err(|e| crate::PolicyError::Input(format!("word-level tokenizer: {e}")))?;
+        .map_err(|e| PolicyError::Input(format!("word-level tokenizer: {e}")))?;
     let mut tok = tokenizers::Tokenizer::new(model);
     tok.with_pre_tokenizer(Some(Whitespace {}));
     Ok(Tokenizer::from(tok))

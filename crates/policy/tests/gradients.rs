@@ -5,7 +5,8 @@ mod common;
 use candle_core::{DType, Device, Tensor, D};
 use policy::logprobs::token_scores_of_hidden;
 use policy::lora::{LoraAdapters, LoraConfig, TargetModule};
-use policy::model::{log_softmax_last_dim, Family, Llama, LlamaConfig};
+use policy::model::{Family, Llama, LlamaConfig};
+use policy::ops::reference::log_softmax_last_dim;
 
 fn ids(device: &Device, vocab: u32) -> Tensor {
     let data: Vec<u32> = (0..2 * 9).map(|i| (i * 7 + 3) % vocab).collect();
@@ -172,7 +173,7 @@ fn gguf_qk_permutation_round_trips_and_matches_interleaved_rope() {
     let cos_full = Tensor::cat(&[&cos_h, &cos_h], 1).unwrap();
     let sin_full = Tensor::cat(&[&sin_h, &sin_h], 1).unwrap();
     let proj = |w: &Tensor| {
-        policy::model::linear(&x, w)
+        policy::ops::reference::linear(&x, w)
             .unwrap()
             .reshape((1, t, heads, hd))
             .unwrap()
@@ -181,7 +182,7 @@ fn gguf_qk_permutation_round_trips_and_matches_interleaved_rope() {
             .contiguous()
             .unwrap()
     };
-    let ours = policy::model::rope(&proj(&w), &cos_full, &sin_full).unwrap();
+    let ours = policy::ops::reference::rope(&proj(&w), &cos_full, &sin_full).unwrap();
     let theirs = candle_nn::rotary_emb::rope_i(&proj(&p), &cos_h, &sin_h).unwrap();
     // Map interleaved features (2j + s) back to half-split order (s * hd/2 + j).
     let theirs = theirs

@@ -8,7 +8,8 @@ use policy::logprobs::ResponseBatch;
 use policy::lora::{
     LoraAdapters, LoraConfig, TargetModule, ADAPTER_CONFIG_FILE, ADAPTER_MODEL_FILE,
 };
-use policy::model::{log_softmax_last_dim, Llama, LlamaConfig};
+use policy::model::{Llama, LlamaConfig};
+use policy::ops::reference::log_softmax_last_dim;
 use policy::optim::{train_step, AdamW, AdamWConfig, Objective};
 use rand::{Rng, SeedableRng};
 

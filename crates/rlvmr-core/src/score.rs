@@ -181,7 +181,7 @@ fn metrics_input<'a>(episode: &'a EpisodeIn, steps: &'a [StepScore]) -> EpisodeM
                 observation: &s.observation,
                 action: &sc.action,
                 format_valid: sc.format_valid,
-                tag: crate::Tag::from_name(&sc.tag),
+                tag: crate::tag::Tag::from_name(&sc.tag),
                 admissible: Some(sc.admissible),
                 mr_reward: sc.mr_reward,
             })

@@ -1,5 +1,5 @@
 //! `rlvmr coldstart`: annotated expert demonstrations and SFT samples (a thin wrapper over
-//! `trainer::runner::run_coldstart`).
+//! `trainer::coldstart::run`).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -96,7 +96,7 @@ pub fn run(args: ColdstartArgs) -> Result<ExitCode> {
             config.env.name, config.env.split
         ))
     });
-    let result = trainer::runner::run_coldstart(&config, &out)?;
+    let result = trainer::coldstart::run(&config, &out)?;
     let mistakes = result
         .episodes
         .iter()

@@ -48,7 +48,7 @@ pub struct EvalArgs {
     max_new_tokens: Option<usize>,
 }
 
-/// The config file (or the defaults) with the shared command-line overrides applied.
+/// The config file, or the defaults without one (each command applies its own flags after).
 pub fn load_config(path: Option<&std::path::Path>) -> Result<RunConfig> {
     match path {
         Some(p) => {
@@ -61,7 +61,7 @@ pub fn load_config(path: Option<&std::path::Path>) -> Result<RunConfig> {
 /// The config a model was trained under: `rlvmr.toml` in its folder (written by `rlvmr sft`
 /// beside every checkpoint), when the policy is such a folder.
 fn saved_run_config(policy: &str) -> Option<PathBuf> {
-    let path = std::path::Path::new(policy).join(trainer::sft::RUN_CONFIG_FILE);
+    let path = std::path::Path::new(policy).join(trainer::checkpoints::RUN_CONFIG_FILE);
     path.is_file().then_some(path)
 }
 

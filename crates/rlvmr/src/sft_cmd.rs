@@ -1,5 +1,5 @@
 //! `rlvmr sft`: supervised fine-tuning on cold-start samples (a thin wrapper over
-//! `trainer::runner::run_sft`).
+//! `trainer::sft::run`).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -33,7 +33,7 @@ pub fn run(args: SftArgs) -> Result<ExitCode> {
     let out = args
         .out
         .unwrap_or_else(|| trainer::runner::default_sft_dir(&config));
-    let (report, summary) = trainer::runner::run_sft(&config, &out, args.resume.as_deref())?;
+    let (report, summary) = trainer::sft::run(&config, &out, args.resume.as_deref())?;
     println!(
         "trained on {} samples ({} too long, left out) for {} optimizer steps",
         report.samples, report.skipped, report.steps

@@ -1,32 +1,17 @@
 //! The command line end to end.
 
-use std::io::Write;
+mod harness;
+
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
+
+use harness::{rlvmr_input, zip};
 
 const GAME: &str = "json_2.1.1/valid_seen/pick_and_place_simple-Book-None-Sofa-229/trial_T20190907_042856_259139/game.tw-pddl";
-
-fn zip() -> PathBuf {
-    testkit::alfworld_data()
-}
-
-fn rlvmr(args: &[&str], stdin: &[u8]) -> (i32, String, String) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_rlvmr"))
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child.stdin.take().unwrap().write_all(stdin).unwrap();
-    let out = child.wait_with_output().unwrap();
-    (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stdout).into(), String::from_utf8_lossy(&out.stderr).into())
-}
 
 #[test]
 fn replay_writes_one_line_per_game() {
     let input = format!("{{\"game\": \"{GAME}\", \"commands\": [\"go to sidetable 3\", \"take book 1 from sidetable 3\", \"go to sofa 1\", \"move book 1 to sofa 1\"]}}\n");
-    let (code, out, err) = rlvmr(&["alfworld", "replay", "--data", zip().to_str().unwrap()], input.as_bytes());
+    let (code, out, err) = rlvmr_input(&["alfworld", "replay", "--data", &zip()], input.as_bytes());
     assert_eq!(code, 0, "{err}");
     let v: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
     let steps = v["steps"].as_array().unwrap();
@@ -40,7 +25,7 @@ fn replay_writes_one_line_per_game() {
 #[test]
 fn replay_exit_status_says_some_failed() {
     let input = format!("garbage\n{{\"game\": \"{GAME}\"}}\n");
-    let (code, out, err) = rlvmr(&["alfworld", "replay", "--data", zip().to_str().unwrap()], input.as_bytes());
+    let (code, out, err) = rlvmr_input(&["alfworld", "replay", "--data", &zip()], input.as_bytes());
     assert_eq!(code, 1);
     assert_eq!(out.lines().count(), 2);
     assert!(err.contains("line 1: malformed request JSON"), "{err}");
@@ -48,14 +33,14 @@ fn replay_exit_status_says_some_failed() {
 
 #[test]
 fn missing_data_is_a_clear_error() {
-    let (code, _, err) = rlvmr(&["alfworld", "replay", "--data", "/nonexistent/data"], b"");
+    let (code, _, err) = rlvmr_input(&["alfworld", "replay", "--data", "/nonexistent/data"], b"");
     assert_eq!(code, 2);
     assert!(err.contains("/nonexistent/data") && err.contains("ALFWORLD_DATA"), "{err}");
 }
 
 #[test]
 fn play_at_a_terminal() {
-    let (code, out, err) = rlvmr(&["alfworld", "play", GAME, "--data", zip().to_str().unwrap()], b"go to sidetable 3\nLOOK\nquit\n");
+    let (code, out, err) = rlvmr_input(&["alfworld", "play", GAME, "--data", &zip()], b"go to sidetable 3\nLOOK\nquit\n");
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("Your task is to: put a book in sofa."));
     assert!(out.contains("You arrive at sidetable 3."));
@@ -64,10 +49,10 @@ fn play_at_a_terminal() {
 
 #[test]
 fn games_lists_a_split() {
-    let (code, out, _) = rlvmr(&["alfworld", "games", "--split", "valid_unseen", "--data", zip().to_str().unwrap()], b"");
+    let (code, out, _) = rlvmr_input(&["alfworld", "games", "--split", "valid_unseen", "--data", &zip()], b"");
     assert_eq!(code, 0);
     assert_eq!(out.lines().count(), 134);
-    let (code, _, err) = rlvmr(&["alfworld", "games", "--split", "nope", "--data", zip().to_str().unwrap()], b"");
+    let (code, _, err) = rlvmr_input(&["alfworld", "games", "--split", "nope", "--data", &zip()], b"");
     assert_eq!(code, 2);
     assert!(err.contains("unknown split 'nope'"));
 }
@@ -78,7 +63,7 @@ const EPISODES: &str = r#"{"uid": "t1", "won": true, "steps": [{"observation": "
 
 #[test]
 fn score_adds_per_step_fields_and_metrics() {
-    let (code, out, err) = rlvmr(&["score"], EPISODES.as_bytes());
+    let (code, out, err) = rlvmr_input(&["score"], EPISODES.as_bytes());
     assert_eq!(code, 0, "{err}");
     let lines: Vec<serde_json::Value> = out.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
     assert_eq!(lines.len(), 2);
@@ -97,12 +82,12 @@ fn score_adds_per_step_fields_and_metrics() {
 #[test]
 fn score_reports_bad_lines_and_bad_configs() {
     let input = format!("{{\"uid\": 1}}\n{EPISODES}");
-    let (code, out, err) = rlvmr(&["score", "--algo", "gigpo"], input.as_bytes());
+    let (code, out, err) = rlvmr_input(&["score", "--algo", "gigpo"], input.as_bytes());
     assert_eq!(code, 1);
     assert_eq!(out.lines().count(), 3);
     assert!(err.contains("line 1: not an episode"), "{err}");
 
-    let (code, _, err) = rlvmr(&["score", "--algo", "ppo"], b"");
+    let (code, _, err) = rlvmr_input(&["score", "--algo", "ppo"], b"");
     assert_eq!(code, 2);
     assert!(err.contains("unknown --algo 'ppo'"), "{err}");
 
@@ -110,12 +95,12 @@ fn score_reports_bad_lines_and_bad_configs() {
     std::fs::create_dir_all(&dir).unwrap();
     let cfg = dir.join("bad.toml");
     std::fs::write(&cfg, "[reward]\nformat_penalty = 0.2\nplaning_reward = 1.0\n").unwrap();
-    let (code, _, err) = rlvmr(&["score", "--config", cfg.to_str().unwrap()], b"");
+    let (code, _, err) = rlvmr_input(&["score", "--config", cfg.to_str().unwrap()], b"");
     assert_eq!(code, 2);
     assert!(err.contains("planing_reward") && err.contains("bad.toml"), "{err}");
     let good = dir.join("good.toml");
     std::fs::write(&good, "[advantage]\nalgo = \"rloo\"\n[format]\nvalidity = \"lenient\"\n").unwrap();
-    let (code, _, err) = rlvmr(&["score", "--config", good.to_str().unwrap()], EPISODES.as_bytes());
+    let (code, _, err) = rlvmr_input(&["score", "--config", good.to_str().unwrap()], EPISODES.as_bytes());
     assert_eq!(code, 0, "{err}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
@@ -129,7 +114,7 @@ fn the_documented_score_config_example_is_valid() {
     assert!(block.contains("[advantage]"), "docs/method.md's first toml block is not the score config:\n{block}");
     let path = std::env::temp_dir().join(format!("rlvmr-readme-{}.toml", std::process::id()));
     std::fs::write(&path, block).unwrap();
-    let (code, _, err) = rlvmr(&["score", "--config", path.to_str().unwrap()], EPISODES.as_bytes());
+    let (code, _, err) = rlvmr_input(&["score", "--config", path.to_str().unwrap()], EPISODES.as_bytes());
     std::fs::remove_file(&path).unwrap();
     assert_eq!(code, 0, "{err}");
 }
@@ -141,7 +126,7 @@ fn logprobs_scores_lines_and_reports_bad_ones() {
     input.extend_from_slice(b"not json\n");
     input.extend_from_slice(b"{\"prompt\": \"\xff\"}\n");
     input.extend_from_slice(b"{\"prompt\": \"a\", \"response\": \"\"}\n");
-    let (code, out, err) = rlvmr(&["logprobs"], &input);
+    let (code, out, err) = rlvmr_input(&["logprobs"], &input);
     assert_eq!(code, 1, "{err}");
     let lines: Vec<serde_json::Value> = out.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
     assert_eq!(lines.len(), 4);
@@ -168,7 +153,7 @@ fn qwen2_fixture() -> String {
 #[test]
 fn model_flag_takes_a_hugging_face_folder() {
     let model = qwen2_fixture();
-    let (code, out, err) = rlvmr(&["generate", "--model", &model, "--max-new-tokens", "3", "clean a mug"], b"");
+    let (code, out, err) = rlvmr_input(&["generate", "--model", &model, "--max-new-tokens", "3", "clean a mug"], b"");
     assert_eq!(code, 0, "{err}");
     let v: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
     assert_eq!(v["ids"].as_array().unwrap().len(), 3);
@@ -180,7 +165,7 @@ fn prompts_longer_than_the_context_are_clear_errors() {
     let long = "a mug ".repeat(40);
     let line = serde_json::json!({"prompt": long, "response": "ok"}).to_string();
     let input = format!("{line}\n{}\n", serde_json::json!({"prompt": "a mug", "response": "ok"}));
-    let (code, out, err) = rlvmr(&["logprobs", "--model", &model], input.as_bytes());
+    let (code, out, err) = rlvmr_input(&["logprobs", "--model", &model], input.as_bytes());
     assert_eq!(code, 1, "{err}");
     let lines: Vec<serde_json::Value> = out.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
     assert_eq!(lines.len(), 2);
@@ -188,7 +173,7 @@ fn prompts_longer_than_the_context_are_clear_errors() {
     assert!(lines[0]["error"].as_str().unwrap().contains("context length 64"), "{out}");
     assert!(lines[1]["response_logprobs"].is_array(), "{out}");
 
-    let (code, out, err) = rlvmr(&["generate", "--model", &model, "--raw", &long], b"");
+    let (code, out, err) = rlvmr_input(&["generate", "--model", &model, "--raw", &long], b"");
     assert_eq!(code, 2, "{out}");
     assert!(err.contains("context length 64") && !err.contains("panicked"), "{err}");
 }
@@ -198,7 +183,7 @@ fn bad_model_folders_are_clear_errors() {
     let dir = std::env::temp_dir().join(format!("rlvmr-cli-bad-model-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(dir.join("config.json"), r#"{"architectures": ["MambaForCausalLM"]}"#).unwrap();
-    let (code, _, err) = rlvmr(&["generate", "--model", dir.to_str().unwrap(), "hi"], b"");
+    let (code, _, err) = rlvmr_input(&["generate", "--model", dir.to_str().unwrap(), "hi"], b"");
     std::fs::remove_dir_all(&dir).unwrap();
     assert_eq!(code, 2);
     assert!(err.contains("config.json") && err.contains("`architectures`") && err.contains("MambaForCausalLM"), "{err}");

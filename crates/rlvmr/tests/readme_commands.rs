@@ -6,7 +6,10 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Command;
 
-const BIN: &str = env!("CARGO_BIN_EXE_rlvmr");
+use harness::BIN;
+
+mod harness;
+
 /// Subcommands that have subcommands of their own.
 const GROUPS: [&str; 2] = ["alfworld", "sciworld"];
 /// At least this many commands in README.md, and in README.md and docs/*.md together.

@@ -1,26 +1,13 @@
 //! `rlvmr sciworld` end to end, with the real simulator JVM (the jar is fetched into the cache
 //! with pip on first use).
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::process::{Command, Stdio};
+mod harness;
+
+use std::io::{BufRead, BufReader, Read};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-fn rlvmr(args: &[&str], stdin: &[u8]) -> (i32, String, String) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_rlvmr"))
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child.stdin.take().unwrap().write_all(stdin).unwrap();
-    let out = child.wait_with_output().unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into(),
-        String::from_utf8_lossy(&out.stderr).into(),
-    )
-}
+use harness::{command, rlvmr_input};
 
 #[test]
 fn replay_writes_one_record_per_game_and_one_error_per_bad_line() {
@@ -34,7 +21,7 @@ fn replay_writes_one_record_per_game_and_one_error_per_bad_line() {
     input.extend_from_slice(b"{\"task\": \"melt\", \"variation\": 0, \"commands\": [\"\xff\xfe\"]}\n");
     input.extend_from_slice(b"\n");
     input.extend_from_slice(b"{\"task\": 22, \"variation\": 0, \"commands\": []}\n");
-    let (code, out, err) = rlvmr(&["sciworld", "replay"], &input);
+    let (code, out, err) = rlvmr_input(&["sciworld", "replay"], &input);
     assert_eq!(code, 1, "{err}");
     let lines: Vec<serde_json::Value> = out.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
     assert_eq!(lines.len(), 6, "{out}");
@@ -68,22 +55,20 @@ fn play_prints_the_task_and_answers_commands() {
     // The simulator writes a file into its working directory: not the caller's.
     let dir = std::env::temp_dir().join(format!("sciworld-cli-cwd-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_rlvmr"))
-        .args(["sciworld", "play", "freeze", "--variation", "3"])
+    let out = command(&["sciworld", "play", "freeze", "--variation", "3"])
         .current_dir(&dir)
-        .stdin(Stdio::null())
         .output()
         .unwrap();
     assert!(out.status.success());
     assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 0, "files left in the caller's directory");
     let _ = std::fs::remove_dir_all(&dir);
 
-    let (code, out, err) = rlvmr(&["sciworld", "play", "freeze", "--variation", "3"], b"look around\nquit\n");
+    let (code, out, err) = rlvmr_input(&["sciworld", "play", "freeze", "--variation", "3"], b"look around\nquit\n");
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("Your task is to freeze"), "{out}");
     assert_eq!(out.matches(" is called the ").count(), 2, "{out}");
     assert!(out.contains("[score 0, moves 0]"), "{out}");
-    let (code, _, err) = rlvmr(&["sciworld", "play", "nosuchtask"], b"");
+    let (code, _, err) = rlvmr_input(&["sciworld", "play", "nosuchtask"], b"");
     assert_eq!(code, 2);
     assert!(err.contains("unknown task `nosuchtask`"), "{err}");
 }
@@ -108,10 +93,8 @@ fn alive(pid: u32) -> bool {
 
 #[test]
 fn killing_the_cli_leaves_no_jvm_behind() {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_rlvmr"))
-        .args(["sciworld", "play", "boil"])
+    let mut child = command(&["sciworld", "play", "boil"])
         .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
@@ -140,15 +123,15 @@ fn killing_the_cli_leaves_no_jvm_behind() {
 
 #[test]
 fn tasks_lists_splits_and_levels() {
-    let (code, out, _) = rlvmr(&["sciworld", "tasks"], b"");
+    let (code, out, _) = rlvmr_input(&["sciworld", "tasks"], b"");
     assert_eq!(code, 0);
     assert_eq!(out.lines().count(), 31);
     assert!(out.contains("0\tboil\t30\t0-13\t14-20\t21-29"), "{out}");
-    let (code, out, _) = rlvmr(&["sciworld", "tasks", "--level", "L2", "--phase", "test"], b"");
+    let (code, out, _) = rlvmr_input(&["sciworld", "tasks", "--level", "L2", "--phase", "test"], b"");
     assert_eq!(code, 0);
     assert!(out.lines().all(|l| !l.starts_with("boil\t")));
     assert!(out.contains("find-plant\t225"));
-    let (code, _, err) = rlvmr(&["sciworld", "tasks", "--level", "L9"], b"");
+    let (code, _, err) = rlvmr_input(&["sciworld", "tasks", "--level", "L9"], b"");
     assert_eq!(code, 2);
     assert!(err.contains("unknown level 'L9'"), "{err}");
 }

@@ -2,38 +2,16 @@
 //! OpenAI-compatible server: the table and run directory, and clear errors for an
 //! unreachable server, a refused key, a missing model name, and training a served model.
 
+mod harness;
+
 #[path = "../../trainer/tests/common/mod.rs"]
 mod common;
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::Path;
 
 use common::fake_openai::{Answer, FakeServer};
 
-fn zip() -> String {
-    common::zip().display().to_string()
-}
-
-fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("rlvmr-served-cli-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
-/// Runs rlvmr with `env` set; (exit code, stdout, stderr).
-fn rlvmr(args: &[&str], env: &[(&str, &str)]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_rlvmr"))
-        .args(args)
-        .envs(env.iter().copied())
-        .output()
-        .unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into(),
-        String::from_utf8_lossy(&out.stderr).into(),
-    )
-}
+use harness::{rlvmr_env, zip, scratch};
 
 fn eval_args<'a>(policy: &'a str, zip: &'a str, out: &'a Path) -> Vec<&'a str> {
     vec![
@@ -56,7 +34,7 @@ fn eval_through_a_served_model_prints_the_table_with_request_counts() {
     std::fs::write(&config, "[model.server]\nbackoff_s = 0.01\nrequest = { top_k = 20 }\n").unwrap();
     let mut args = eval_args(&policy, &zip, &out);
     args.extend(["--config", config.to_str().unwrap()]);
-    let (code, stdout, err) = rlvmr(&args, &[("OPENAI_API_KEY", "sk-cli-secret-42")]);
+    let (code, stdout, err) = rlvmr_env(&args, &[("OPENAI_API_KEY", "sk-cli-secret-42")]);
     assert_eq!(code, 0, "{err}");
     assert!(stdout.contains("policy openai:fake-model"), "{stdout}");
     assert!(stdout.contains("| all | 2 |"), "{stdout}");
@@ -91,7 +69,7 @@ fn the_default_run_directory_is_named_after_the_served_model() {
     )
     .unwrap();
     let zip = zip();
-    let (code, _, err) = rlvmr(
+    let (code, _, err) = rlvmr_env(
         &["eval", "--config", config.to_str().unwrap(), "--episodes", "1", "--max-steps", "1", "--data", &zip],
         &[],
     );
@@ -108,28 +86,28 @@ fn served_model_errors_are_clear() {
 
     let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     let dead = format!("openai:http://127.0.0.1:{port}/v1");
-    let (code, _, err) = rlvmr(&eval_args(&dead, &zip, &out), &[]);
+    let (code, _, err) = rlvmr_env(&eval_args(&dead, &zip, &out), &[]);
     assert_eq!(code, 2);
     assert!(err.contains("cannot reach the served model at http://127.0.0.1:"), "{err}");
 
-    let (code, _, err) = rlvmr(&["eval", "--policy", "openai:http://127.0.0.1:9/v1", "--data", &zip], &[]);
+    let (code, _, err) = rlvmr_env(&["eval", "--policy", "openai:http://127.0.0.1:9/v1", "--data", &zip], &[]);
     assert_eq!(code, 2);
     assert!(err.contains("model.server.model_name") && err.contains("--model-name"), "{err}");
 
-    let (code, _, err) = rlvmr(&["eval", "--policy", "openai:localhost:8000", "--model-name", "m"], &[]);
+    let (code, _, err) = rlvmr_env(&["eval", "--policy", "openai:localhost:8000", "--model-name", "m"], &[]);
     assert_eq!(code, 2);
     assert!(err.contains("model.server.base_url") && err.contains("localhost:8000"), "{err}");
 
     let refusing = FakeServer::start(|_, _| Answer::status(401, r#"{"error":{"message":"invalid api key"}}"#));
     let policy = format!("openai:{}", refusing.url);
-    let (code, _, err) = rlvmr(&eval_args(&policy, &zip, &out), &[("OPENAI_API_KEY", "sk-wrong-777")]);
+    let (code, _, err) = rlvmr_env(&eval_args(&policy, &zip, &out), &[("OPENAI_API_KEY", "sk-wrong-777")]);
     assert_eq!(code, 2);
     assert!(err.contains("401") && err.contains("$OPENAI_API_KEY") && err.contains("invalid api key"), "{err}");
     assert!(!err.contains("sk-wrong-777"), "{err}");
 
     let config = dir.join("train.toml");
     std::fs::write(&config, "[model]\nbackend = \"openai\"\n[model.server]\nbase_url = \"http://127.0.0.1:9/v1\"\nmodel_name = \"m\"\n").unwrap();
-    let (code, _, err) = rlvmr(&["train", "--config", config.to_str().unwrap(), "--out", out.to_str().unwrap()], &[]);
+    let (code, _, err) = rlvmr_env(&["train", "--config", config.to_str().unwrap(), "--out", out.to_str().unwrap()], &[]);
     assert_eq!(code, 2);
     assert!(err.contains("model.backend") && err.contains("rlvmr train needs the model's weights"), "{err}");
     let _ = std::fs::remove_dir_all(&dir);
@@ -144,7 +122,7 @@ fn coldstart_with_a_served_teacher_writes_its_report() {
     let out = dir.join("cs");
     let zip = zip();
     let annotator = format!("openai:{}", server.url);
-    let (code, stdout, err) = rlvmr(
+    let (code, stdout, err) = rlvmr_env(
         &[
             "coldstart", "-n", "3", "--annotator", &annotator, "--model-name", "teacher-model", "--data", &zip,
             "--out", out.to_str().unwrap(),
@@ -161,7 +139,7 @@ fn coldstart_with_a_served_teacher_writes_its_report() {
     assert_eq!(server.seen().len(), 3);
     assert!(out.join("sft.jsonl").is_file());
 
-    let (code, _, err) = rlvmr(&["coldstart", "--annotator", "gpt", "--data", &zip], &[]);
+    let (code, _, err) = rlvmr_env(&["coldstart", "--annotator", "gpt", "--data", &zip], &[]);
     assert_eq!(code, 2);
     assert!(err.contains("coldstart.annotator") && err.contains("\"gpt\""), "{err}");
     let _ = std::fs::remove_dir_all(&dir);

@@ -1,43 +1,13 @@
 //! `rlvmr train` end to end on the smoke preset: the run directory, exact resume after a
 //! SIGKILL of the real process, and clear errors for bad input.
 
+mod harness;
+
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 use std::time::{Duration, Instant};
 
-fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn zip() -> PathBuf {
-    testkit::alfworld_data()
-}
-
-fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("rlvmr-train-cli-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
-fn command(args: &[&str]) -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_rlvmr"));
-    cmd.args(args)
-        .env("ALFWORLD_DATA", zip())
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    cmd
-}
-
-fn rlvmr(args: &[&str]) -> (i32, String, String) {
-    let out = command(args).output().unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into(),
-        String::from_utf8_lossy(&out.stderr).into(),
-    )
-}
+use harness::{rlvmr, scratch, command, repo};
 
 /// The smoke preset with `iterations` iterations, written into `dir`.
 fn smoke_config(dir: &Path, iterations: usize) -> PathBuf {

@@ -1,36 +1,11 @@
 //! `rlvmr eval` and `rlvmr coldstart` end to end: the table, the run directory's files and
 //! their keys, and clear errors for bad input.
 
-use std::io::Write;
+mod harness;
+
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
 
-fn zip() -> String {
-    testkit::alfworld_data().display().to_string()
-}
-
-fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("rlvmr-trainer-cli-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    dir
-}
-
-fn rlvmr(args: &[&str], stdin: &[u8]) -> (i32, String, String) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_rlvmr"))
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child.stdin.take().unwrap().write_all(stdin).unwrap();
-    let out = child.wait_with_output().unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into(),
-        String::from_utf8_lossy(&out.stderr).into(),
-    )
-}
+use harness::{rlvmr_input, zip, scratch};
 
 fn json_lines(path: &PathBuf) -> Vec<serde_json::Value> {
     std::fs::read_to_string(path)
@@ -53,7 +28,7 @@ const RATES: [&str; 6] = [
 fn eval_prints_the_table_and_writes_the_run_directory() {
     let out = scratch("eval");
     let zip = zip();
-    let (code, stdout, err) = rlvmr(
+    let (code, stdout, err) = rlvmr_input(
         &[
             "eval",
             "--env",
@@ -109,7 +84,7 @@ fn eval_prints_the_table_and_writes_the_run_directory() {
     );
 
     // The trajectories are valid `rlvmr score` input.
-    let (code, scored, err) = rlvmr(
+    let (code, scored, err) = rlvmr_input(
         &["score"],
         &std::fs::read(out.join("trajectories.jsonl")).unwrap(),
     );
@@ -122,7 +97,7 @@ fn eval_prints_the_table_and_writes_the_run_directory() {
 fn coldstart_writes_demonstrations_and_sft_samples_from_training_games() {
     let out = scratch("coldstart");
     let zip = zip();
-    let (code, stdout, err) = rlvmr(
+    let (code, stdout, err) = rlvmr_input(
         &[
             "coldstart",
             "--env",
@@ -163,7 +138,7 @@ fn coldstart_writes_demonstrations_and_sft_samples_from_training_games() {
 #[test]
 fn bad_input_gets_a_clear_error() {
     let zip = zip();
-    let (code, _, err) = rlvmr(
+    let (code, _, err) = rlvmr_input(
         &[
             "eval", "--env", "sciworld", "--split", "L7", "--policy", "random",
         ],
@@ -172,7 +147,7 @@ fn bad_input_gets_a_clear_error() {
     assert_eq!(code, 2);
     assert!(err.contains("L7"), "{err}");
 
-    let (code, _, err) = rlvmr(
+    let (code, _, err) = rlvmr_input(
         &[
             "eval", "--split", "L5", "--policy", "random", "--data", &zip,
         ],
@@ -182,7 +157,7 @@ fn bad_input_gets_a_clear_error() {
     assert!(err.contains("env.split") && err.contains("L5"), "{err}");
 
     let out = scratch("badmodel");
-    let (code, _, err) = rlvmr(
+    let (code, _, err) = rlvmr_input(
         &[
             "eval",
             "--split",
@@ -205,7 +180,7 @@ fn bad_input_gets_a_clear_error() {
     std::fs::create_dir_all(&dir).unwrap();
     let config = dir.join("bad.toml");
     std::fs::write(&config, "[rollout]\ngroup_size = 8\ntemprature = 1.0\n").unwrap();
-    let (code, _, err) = rlvmr(
+    let (code, _, err) = rlvmr_input(
         &[
             "eval",
             "--policy",
@@ -225,7 +200,7 @@ fn bad_input_gets_a_clear_error() {
     let model_dir = dir.join("model");
     std::fs::create_dir_all(&model_dir).unwrap();
     std::fs::write(model_dir.join("rlvmr.toml"), "[prompt]\nhistroy = 2\n").unwrap();
-    let (code, _, err) = rlvmr(&["eval", "--policy", model_dir.to_str().unwrap()], b"");
+    let (code, _, err) = rlvmr_input(&["eval", "--policy", model_dir.to_str().unwrap()], b"");
     assert_eq!(code, 2);
     assert!(
         err.contains("rlvmr.toml") && err.contains("histroy"),

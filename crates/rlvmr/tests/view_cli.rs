@@ -4,22 +4,14 @@
 //! episode whose texts hold markup and script shows them literally and runs nothing. Without
 //! Chromium the browser test says it skipped (CI installs it).
 
+mod harness;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use serde_json::json;
 
-fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("rlvmr-view-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
-fn rlvmr(args: &[&str]) -> (i32, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_rlvmr")).args(args).output().unwrap();
-    (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stderr).into())
-}
+use harness::{rlvmr, scratch};
 
 fn step(observation: &str, output: &str, action: &str, tag: Option<&str>, valid: bool) -> serde_json::Value {
     json!({"observation": observation, "prompt": format!("PROMPT {observation}"), "output": output,
@@ -80,7 +72,7 @@ fn the_page_lists_filters_compares_and_never_runs_episode_text() {
     let dir = scratch("browser");
     let (a, b) = fixture(&dir);
     let page = dir.join("page.html");
-    let (code, err) = rlvmr(&["view", a.to_str().unwrap(), b.to_str().unwrap(), "-o", page.to_str().unwrap()]);
+    let (code, _, err) = rlvmr(&["view", a.to_str().unwrap(), b.to_str().unwrap(), "-o", page.to_str().unwrap()]);
     assert_eq!(code, 0, "{err}");
     assert!(err.contains("4 episodes from 2 files"), "{err}");
     let html = std::fs::read_to_string(&page).unwrap();
@@ -123,16 +115,16 @@ fn view_reads_run_directories_and_names_bad_input() {
     std::fs::create_dir_all(run.join("eval")).unwrap();
     std::fs::copy(&a, run.join("eval/L0.jsonl")).unwrap();
     std::fs::write(run.join("metrics.jsonl"), "{\"iteration\": 1}\n").unwrap();
-    let (code, err) = rlvmr(&["view", run.to_str().unwrap()]);
+    let (code, _, err) = rlvmr(&["view", run.to_str().unwrap()]);
     assert_eq!(code, 0, "{err}");
     assert!(run.join("view.html").is_file() && err.contains("3 episodes from 1 files"), "{err}");
 
     let bad = dir.join("bad.jsonl");
     std::fs::write(&bad, format!("{}\nnot json\n", std::fs::read_to_string(&a).unwrap().lines().next().unwrap())).unwrap();
-    let (code, err) = rlvmr(&["view", bad.to_str().unwrap()]);
+    let (code, _, err) = rlvmr(&["view", bad.to_str().unwrap()]);
     assert_eq!(code, 2);
     assert!(err.contains("bad.jsonl") && err.contains("line 2") && err.contains("not JSON"), "{err}");
-    let (code, err) = rlvmr(&["view", dir.join("missing.jsonl").to_str().unwrap()]);
+    let (code, _, err) = rlvmr(&["view", dir.join("missing.jsonl").to_str().unwrap()]);
     assert_eq!(code, 2);
     assert!(err.contains("missing.jsonl") && err.contains("no such file"), "{err}");
     let _ = std::fs::remove_dir_all(&dir);

@@ -70,7 +70,7 @@ pub struct GoldCheck {
 /// Generate the gold path in `oracle` and replay it in `env` from a reset.
 pub fn replay_gold(
     oracle: &mut GoldOracle,
-    env: &mut crate::SciWorldEnv,
+    env: &mut crate::env::SciWorldEnv,
     task: &str,
     variation: usize,
 ) -> Result<GoldCheck> {

@@ -15,7 +15,7 @@ pub fn start_envs(n: usize, config: &EnvConfig) -> Result<Vec<SciWorldEnv>> {
             .into_iter()
             .map(|h| match h.join() {
                 Ok(result) => result,
-                Err(_) => Err(crate::SciError::Start(
+                Err(_) => Err(crate::error::SciError::Start(
                     "a start-up thread panicked".to_string(),
                 )),
             })

@@ -322,7 +322,7 @@ impl Simulator {
     }
 
     /// The official train/dev/test variations of the loaded task.
-    pub fn variations(&mut self, split: crate::OfficialSplit) -> Result<Vec<usize>> {
+    pub fn variations(&mut self, split: crate::tasks::OfficialSplit) -> Result<Vec<usize>> {
         self.call_int_list(split.method())
     }
 

@@ -1,9 +1,11 @@
 //! The policy contract: every way of acting (the expert, a random player, an LLM) answers
 //! the same batched turns, so their rollouts go through one collector and compare.
 
+use rlvmr_core::{OutputStyle, Tag};
+
 use crate::error::Result;
 use crate::record::EpisodeSpec;
-use crate::served::{RequestStats, TokenUsage};
+use crate::usage::{RequestStats, TokenUsage};
 
 /// One running episode's turn: the prompt the core's builder rendered and what it shows.
 #[derive(Debug, Clone, Copy)]
@@ -61,5 +63,20 @@ pub trait Policy {
     /// Request counts of a policy behind a server (requests, retries, failures, tokens).
     fn request_stats(&self) -> Option<RequestStats> {
         None
+    }
+}
+
+/// `<tag>reason</tag>\n<action>command</action>`, the reply format RLVMR asks for.
+pub fn tagged_reply(tag: Tag, reason: &str, action: &str) -> String {
+    annotated_reply(OutputStyle::Tagged, tag, reason, action)
+}
+
+/// An annotated step in the reply format `style` asks for: the tagged one, or for the
+/// published baselines `<think>reason</think>\n<action>command</action>` (the same reasoning
+/// without its tag).
+pub fn annotated_reply(style: OutputStyle, tag: Tag, reason: &str, action: &str) -> String {
+    match style {
+        OutputStyle::Tagged => format!("<{tag}>{reason}</{tag}>\n<action>{action}</action>"),
+        OutputStyle::Think => format!("<think>{reason}</think>\n<action>{action}</action>"),
     }
 }

@@ -1,4 +1,4 @@
-//! The rollout collector, shared by evaluation, cold start and (later) RL.
+//! The rollout collector, shared by evaluation, the cold start and RL.
 //!
 //! Many episodes run at once. Each turn: the core's prompt builder renders every running
 //! episode's prompt (task, step count, history window, recent replies, carried plan,

@@ -11,10 +11,11 @@ use rlvmr_core::{AdvantageConfig, RewardConfig, PromptConfig, Validity};
 use serde::{Deserialize, Serialize};
 
 use crate::collector::{CollectorOptions, DEFAULT_MAX_STEPS};
-use crate::envs::Protocol;
+use crate::envs::{open_env, EnvProvider, Protocol};
 use crate::error::{Result, TrainerError};
-use crate::policies::{ModelPolicyOptions, ServedSampling};
-use crate::served::ServedOptions;
+use crate::policies::ModelPolicyOptions;
+use crate::served::policy::ServedSampling;
+use crate::served::client::ServedOptions;
 
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -607,7 +608,7 @@ impl RlSection {
     pub fn learning_rate(&self, iteration: usize) -> f64 {
         let warmup = (self.warmup_ratio * self.iterations as f64).ceil() as usize;
         match self.schedule {
-            LrSchedule::Cosine => crate::sft::learning_rate(iteration, self.iterations, warmup, self.lr),
+            LrSchedule::Cosine => learning_rate(iteration, self.iterations, warmup, self.lr),
             LrSchedule::Constant if iteration < warmup => self.lr * (iteration + 1) as f64 / warmup as f64,
             LrSchedule::Constant => self.lr,
         }
@@ -719,6 +720,11 @@ fn non_negative(key: &str, value: f64) -> Result<()> {
 }
 
 impl RunConfig {
+    /// Opens the configured environment at the configured level.
+    pub fn open_env(&self) -> Result<Box<dyn EnvProvider>> {
+        open_env(&self.env.name, &self.env.split, self.env.data.as_deref())
+    }
+
     /// Reads, parses and validates a config file.
     pub fn from_file(path: &Path) -> Result<RunConfig> {
         let text = std::fs::read_to_string(path).map_err(|e| TrainerError::io(path, e))?;
@@ -872,6 +878,18 @@ impl RunConfig {
             quantized_decode: self.model.quantized_decode,
         }
     }
+}
+
+/// The learning rate of 0-based optimizer step `step` of `total`: linear warmup over the
+/// first `warmup` steps (reaching `peak` at step `warmup - 1`), then cosine decay from
+/// `peak` towards 0 at the end.
+pub fn learning_rate(step: usize, total: usize, warmup: usize, peak: f64) -> f64 {
+    if step < warmup {
+        return peak * (step + 1) as f64 / warmup as f64;
+    }
+    let span = total.saturating_sub(warmup).max(1) as f64;
+    let progress = ((step - warmup) as f64 / span).min(1.0);
+    peak * 0.5 * (1.0 + (std::f64::consts::PI * progress).cos())
 }
 
 #[cfg(test)]

@@ -16,7 +16,7 @@ use crate::collector::{collect, grouped_specs, CollectorOptions, Throughput};
 use crate::envs::{EnvProvider, Protocol};
 use crate::error::Result;
 use crate::record::{EpisodeRecord, TaskRef};
-use crate::served::RequestStats;
+use crate::usage::RequestStats;
 
 /// The tasks of an evaluation: every test task once (`None`), or `n` drawn in seeded,
 /// shuffled passes over the test tasks.

@@ -1,9 +1,17 @@
-//! The trainer: where environments and models meet. Rollout collection (shared by
-//! evaluation, cold start and RL), the expert/random/model policies, evaluation, cold-start
-//! demonstrations, SFT and the TOML run configs.
+//! The trainer: where environments and models meet.
+//!
+//! - `envs/`: the provider trait and a folder per environment (provider, scripted player,
+//!   annotator); `collector` plays batched episodes of any [`Policy`] in them.
+//! - `policies/` (a model sampled here, a random player) and `served/` (a model behind an
+//!   OpenAI-compatible server, and its HTTP client).
+//! - `coldstart/` (expert demonstrations, optionally re-annotated by a served teacher),
+//!   `sft`, `rl/` (GRPO-MR and the baselines), `eval`, with model folders read and written
+//!   by `checkpoints` for all of them.
+//! - `config` (the TOML run config), `rundir`, `report` and `view` (tables, charts, the
+//!   episode viewer), `runner` (`rlvmr eval` and the `--policy` names).
 
 pub mod agent;
-pub mod annotate;
+pub mod checkpoints;
 pub mod coldstart;
 pub mod collector;
 pub mod config;
@@ -16,11 +24,10 @@ pub mod report;
 pub mod rl;
 pub mod rundir;
 pub mod runner;
-pub mod sci_annotate;
-pub mod sciworld_env;
+pub mod seeds;
 pub mod served;
 pub mod sft;
-pub mod teacher;
+pub mod usage;
 pub mod view;
 
 pub use agent::{Policy, Reply, Turn};

@@ -6,7 +6,7 @@
 use rlvmr_core::{EpisodeFacts, StepFacts, Tag};
 use serde::{Deserialize, Serialize};
 
-use crate::served::TokenUsage;
+use crate::usage::TokenUsage;
 
 /// One task of an environment: a game (ALFWorld: its path in the data) and its type label.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -9,7 +9,7 @@ use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use candle_core::{DType, Device, Tensor};
+use candle_core::{DType, Tensor};
 use policy::chat::{apply_chatml, ChatMessage, IM_END};
 use policy::logprobs::{token_scores_of_hidden, ResponseBatch};
 use policy::optim::Accumulator;
@@ -21,18 +21,14 @@ use serde::{Deserialize, Serialize};
 
 use crate::coldstart::SftSample;
 use crate::collector::mix;
-use crate::config::{RunConfig, SftSection, SCRATCH_MODEL};
+use crate::seeds;
+use crate::checkpoints::{load_model, save_checkpoint, read_state, SFT_STATE_FILE};
+use crate::config::{learning_rate, RunConfig, SftSection, SCRATCH_MODEL};
 use crate::error::{Result, TrainerError};
+use crate::eval::{eval_tasks, evaluate, Summary};
+use crate::policies::ModelPolicy;
 use crate::rundir::RunDir;
 
-/// The file a checkpoint keeps the trainer's position in.
-const STATE_FILE: &str = "trainer_state.json";
-/// The seed purpose of the LoRA adapter's initial draw, apart from the epochs' shuffles
-/// (`mix(seed, epoch)`).
-const SEED_LORA: u64 = u64::MAX;
-/// The run config saved beside every checkpoint, so `rlvmr eval` can build the prompts the
-/// model was trained on.
-pub const RUN_CONFIG_FILE: &str = "rlvmr.toml";
 
 /// Reads `{"prompt", "response"}` lines; a bad line is an error naming the file and line.
 pub fn read_samples(path: &Path) -> Result<Vec<SftSample>> {
@@ -66,13 +62,6 @@ pub fn read_samples(path: &Path) -> Result<Vec<SftSample>> {
     Ok(samples)
 }
 
-/// Loads a model to train or play: a checkpoint or Hugging Face folder, a GGUF file, or the
-/// embedded default's name, onto `device` (`[model] device`, opened once by the caller: models
-/// that meet in one computation must share the device they were opened on).
-pub fn load_model(path: &str, device: &Device) -> Result<(Llama, Tokenizer)> {
-    Ok(policy::load_model(path, DType::F32, device)?)
-}
-
 /// The model an SFT run starts from: `model.path` loaded (with a fresh seeded LoRA adapter
 /// when `sft.lora_rank` > 0; a resumed run reads the adapter's weights back in
 /// [`train`]), or for `scratch` a BPE tokenizer trained on the samples' chat texts and a
@@ -87,7 +76,7 @@ pub fn initial_model(
     if config.model.path != SCRATCH_MODEL {
         let (mut model, tokenizer) = load_model(&config.model.path, &device)?;
         if let Some(lora) = config.sft.lora_config()? {
-            let adapters = LoraAdapters::new(model.config(), lora, model.dtype(), model.device(), mix(config.run.seed, SEED_LORA))?;
+            let adapters = LoraAdapters::new(model.config(), lora, model.dtype(), model.device(), mix(config.run.seed, seeds::SFT_LORA))?;
             model.attach_lora(adapters)?;
         }
         return Ok((model, tokenizer));
@@ -110,22 +99,6 @@ fn chat_text(sample: &SftSample) -> String {
     text.push_str(&sample.response);
     text.push_str(IM_END);
     text
-}
-
-/// Saves the model with its tokenizer (and the optimizer when given) into `dir`, with the
-/// run config as `rlvmr.toml`.
-fn save_checkpoint(
-    config: &RunConfig,
-    model: &Llama,
-    tokenizer: &Tokenizer,
-    optimizer: Option<&AdamW>,
-    dir: &Path,
-) -> Result<()> {
-    match optimizer {
-        Some(opt) => policy::checkpoint::save_training_state(model, tokenizer, opt, dir)?,
-        None => policy::checkpoint::save_model(model, tokenizer, dir)?,
-    }
-    config.save(&dir.join(RUN_CONFIG_FILE))
 }
 
 /// A tokenized sample: the chat prompt's ids and the response's ids (end-of-turn appended).
@@ -162,18 +135,6 @@ pub fn tokenize(
 /// The token that pads training batches: `<|endoftext|>`, else id 0.
 pub fn pad_id(tokenizer: &Tokenizer) -> u32 {
     tokenizer.token_to_id("<|endoftext|>").unwrap_or(0)
-}
-
-/// The learning rate of 0-based optimizer step `step` of `total`: linear warmup over the
-/// first `warmup` steps (reaching `peak` at step `warmup - 1`), then cosine decay from
-/// `peak` towards 0 at the end.
-pub fn learning_rate(step: usize, total: usize, warmup: usize, peak: f64) -> f64 {
-    if step < warmup {
-        return peak * (step + 1) as f64 / warmup as f64;
-    }
-    let span = total.saturating_sub(warmup).max(1) as f64;
-    let progress = ((step - warmup) as f64 / span).min(1.0);
-    peak * 0.5 * (1.0 + (std::f64::consts::PI * progress).cos())
 }
 
 /// Samples sorted together by length, in windows of this many micro-batches: rows of a
@@ -339,10 +300,8 @@ pub fn train(
     let mut start = 0;
     if let Some(checkpoint) = resume {
         policy::checkpoint::load_training_state(model, &mut opt, checkpoint)?;
-        let path = checkpoint.join(STATE_FILE);
-        let text = std::fs::read_to_string(&path).map_err(|e| TrainerError::io(&path, e))?;
-        let state: TrainerState = serde_json::from_str(&text)
-            .map_err(|e| TrainerError::Invalid(format!("{}: {e}", path.display())))?;
+        let path = checkpoint.join(SFT_STATE_FILE);
+        let state: TrainerState = read_state(&path)?;
         if state.total_steps != steps.len() {
             return Err(TrainerError::Invalid(format!(
                 "{}: the checkpoint is of a run with {} steps, this config makes {}",
@@ -407,21 +366,16 @@ pub fn train(
             window = (0.0, 0, 0);
         }
         if cfg.save_every > 0 && done % cfg.save_every == 0 && done < steps.len() {
-            let path = dir.file(&format!("checkpoints/step-{done}"));
-            save_checkpoint(config, model, tokenizer, Some(&opt), &path)?;
             let state = TrainerState {
                 step: done,
                 total_steps: steps.len(),
             };
-            std::fs::write(
-                path.join(STATE_FILE),
-                serde_json::to_string(&state).unwrap_or_default(),
-            )
-            .map_err(|e| TrainerError::io(path.join(STATE_FILE), e))?;
+            let path = dir.file(&format!("checkpoints/step-{done}"));
+            save_checkpoint(&path, config, model, tokenizer, Some((&opt, SFT_STATE_FILE, &state)))?;
         }
     }
     let final_dir = dir.file("final");
-    save_checkpoint(config, model, tokenizer, None, &final_dir)?;
+    save_checkpoint::<()>(&final_dir, config, model, tokenizer, None)?;
     Ok(SftReport {
         samples: data.len(),
         skipped,
@@ -429,6 +383,51 @@ pub fn train(
         log,
         final_dir,
     })
+}
+
+/// `rlvmr sft`: trains `model.path` on `sft.data`; writes config.toml, metrics.jsonl,
+/// checkpoints/ and final/, then (when `sft.eval_episodes` > 0) evaluates the final model
+/// on that many test episodes into `eval/`.
+pub fn run(
+    config: &RunConfig,
+    out: &Path,
+    resume: Option<&Path>,
+) -> Result<(SftReport, Option<Summary>)> {
+    config.validate()?;
+    config.model.require_local("rlvmr sft")?;
+    let samples = read_samples(&config.sft.data)?;
+    let provider = config.open_env()?;
+    let (model, tokenizer) = initial_model(config, &samples, resume)?;
+    let dir = RunDir::create(out, config)?;
+    let report = train(config, &model, &tokenizer, &samples, &dir, resume)?;
+    if config.sft.eval_episodes == 0 {
+        return Ok((report, None));
+    }
+    let name = report.final_dir.display().to_string();
+    let mut policy = ModelPolicy::new(
+        name,
+        model,
+        tokenizer,
+        config.model_options(config.eval.temperature),
+    )?;
+    let eval_dir = RunDir::create(&dir.file("eval"), config)?;
+    let tasks = eval_tasks(
+        provider.as_ref(),
+        Some(config.sft.eval_episodes),
+        config.run.seed,
+    );
+    let mut evaluation = evaluate(
+        provider.as_ref(),
+        &mut policy,
+        &tasks,
+        &config.env.split,
+        &config.collector_options(),
+        config.run.seed,
+    )?;
+    evaluation.summary.protocol = config.trained_protocol();
+    eval_dir.write_jsonl("trajectories.jsonl", &evaluation.episodes)?;
+    eval_dir.write_json("summary.json", &evaluation.summary)?;
+    Ok((report, Some(evaluation.summary)))
 }
 
 #[cfg(test)]

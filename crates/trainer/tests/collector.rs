@@ -4,10 +4,11 @@
 
 mod common;
 
-use rlvmr_core::{Env, EnvError, PromptEnv, StepResult};
+use rlvmr_core::{Env, EnvError, OutputStyle, PromptEnv, StepResult};
 use trainer::agent::{Policy, Reply, Turn};
-use trainer::envs::EnvProvider;
-use trainer::policies::{ExpertPolicy, RandomPolicy};
+use trainer::envs::{Detours, EnvProvider};
+use trainer::envs::alfworld::expert::ExpertPolicy;
+use trainer::policies::RandomPolicy;
 use trainer::{collect, grouped_specs, CollectorOptions, EpisodeSpec, TaskRef};
 
 fn options(max_steps: usize) -> CollectorOptions {
@@ -215,6 +216,9 @@ impl EnvProvider for Flaky {
     }
     fn test_tasks(&self) -> Vec<TaskRef> {
         self.inner.test_tasks()
+    }
+    fn expert(&self, detours: Detours, style: OutputStyle) -> trainer::Result<Box<dyn Policy>> {
+        self.inner.expert(detours, style)
     }
     fn make(
         &self,

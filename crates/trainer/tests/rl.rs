@@ -225,7 +225,7 @@ fn lora_learns_the_door_with_the_adapter_off_base_as_reference() {
 }
 
 fn samples_of(model_dir: &Path, n: usize) -> (policy::Llama, Vec<Sample>) {
-    let (model, tokenizer) = trainer::sft::load_model(&model_dir.display().to_string(), &candle_core::Device::Cpu).unwrap();
+    let (model, tokenizer) = trainer::checkpoints::load_model(&model_dir.display().to_string(), &candle_core::Device::Cpu).unwrap();
     let samples = (0..n)
         .map(|i| Sample {
             prompt: tokenizer.encode(&format!("<|im_start|>user\nopen a door, {i}<|im_end|>\n")).unwrap(),

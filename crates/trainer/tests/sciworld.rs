@@ -6,7 +6,8 @@ use std::collections::HashSet;
 use rlvmr_core::Tag;
 use trainer::envs::{open_env, EnvProvider, Protocol};
 use trainer::coldstart::{coldstart, Detours};
-use trainer::policies::{GoldPolicy, RandomPolicy};
+use trainer::envs::sciworld::gold::GoldPolicy;
+use trainer::policies::RandomPolicy;
 use trainer::{collect, grouped_specs, CollectorOptions, TaskRef};
 
 fn options(max_steps: usize) -> CollectorOptions {
@@ -126,7 +127,7 @@ fn cold_start_demonstrations_come_from_gold_paths_of_training_tasks() {
 
 #[test]
 fn at_most_eight_simulators_run_and_a_missing_gold_path_fails_one_episode() {
-    use trainer::sciworld_env::{SciworldProvider, MAX_SIMULATORS};
+    use trainer::envs::sciworld::{SciworldProvider, MAX_SIMULATORS};
     let provider = SciworldProvider::open("L2").unwrap();
     let task = provider
         .test_tasks()

@@ -6,8 +6,8 @@
 use rlvmr_core::Tag;
 use trainer::agent::{Policy, Reply, Turn};
 use trainer::envs::EnvProvider;
-use trainer::policies::tagged_reply;
-use trainer::sciworld_env::SciworldProvider;
+use trainer::agent::tagged_reply;
+use trainer::envs::SciworldProvider;
 use trainer::{collect, grouped_specs, CollectorOptions, EpisodeSpec};
 
 /// Looks around; at `kill_at` it first kills the simulator JVMs (children of this process).

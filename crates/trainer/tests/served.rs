@@ -10,7 +10,7 @@ use common::fake_openai::{Answer, FakeServer};
 use serde_json::Map;
 use trainer::collector::CollectorOptions;
 use trainer::eval::{eval_tasks, evaluate};
-use trainer::policies::{ServedPolicy, ServedSampling};
+use trainer::served::{ServedPolicy, ServedSampling};
 use trainer::served::{Client, Message, RequestError, Sampling, ServedOptions};
 
 const REPLY: &str = "<planning>Look around first.</planning>\n<action>look";

@@ -19,7 +19,7 @@ use policy::sample::{sample_batch_with, SampleOptions};
 use serde_json::{json, Map};
 use trainer::collector::CollectorOptions;
 use trainer::eval::{eval_tasks, evaluate};
-use trainer::policies::{ServedPolicy, ServedSampling};
+use trainer::served::{ServedPolicy, ServedSampling};
 use trainer::served::ServedOptions;
 
 /// What SmolLM2's chat template (in the GGUF) puts first when a chat has no system message.
@@ -131,7 +131,7 @@ fn options(server: &LlamaServer) -> ServedOptions {
 /// Our decoder's greedy reply to `prompt`, rendered as the GGUF's template renders a chat
 /// of one user message.
 fn local_greedy_reply(gguf: &Path, prompt: &str) -> String {
-    let (model, tokenizer) = trainer::sft::load_model(&gguf.display().to_string(), &candle_core::Device::Cpu).unwrap();
+    let (model, tokenizer) = trainer::checkpoints::load_model(&gguf.display().to_string(), &candle_core::Device::Cpu).unwrap();
     let chat = [ChatMessage::system(SMOLLM2_DEFAULT_SYSTEM), ChatMessage::user(prompt)];
     let ids = tokenizer.encode(&apply_chatml(&chat, true)).unwrap();
     let opts = SampleOptions {
@@ -189,7 +189,7 @@ fn llama_cpp_server_plays_alfworld_with_our_greedy_reply() {
 fn llama_cpp_server_as_a_cold_start_teacher() {
     let gguf = policy::assets::default_model_path().expect("the embedded SmolLM2 GGUF");
     let server = start_server(server_python(), &gguf);
-    let teacher = trainer::teacher::Teacher::connect(options(&server), 0.0, 192).unwrap();
+    let teacher = trainer::coldstart::teacher::Teacher::connect(options(&server), 0.0, 192).unwrap();
     let provider = common::alfworld("L0");
     let collector = CollectorOptions {
         progress: false,

@@ -7,7 +7,8 @@ use candle_core::{DType, Device, Tensor};
 use policy::{Llama, LlamaConfig, Tokenizer};
 use trainer::coldstart::SftSample;
 use trainer::config::SftSection;
-use trainer::sft::{load_model, train, SftReport};
+use trainer::checkpoints::load_model;
+use trainer::sft::{train, SftReport};
 use trainer::{RunConfig, RunDir};
 
 fn tokenizer() -> Tokenizer {

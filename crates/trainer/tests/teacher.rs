@@ -13,7 +13,7 @@ use trainer::coldstart::{coldstart, Detours};
 use trainer::envs::Protocol;
 use trainer::collector::CollectorOptions;
 use trainer::served::ServedOptions;
-use trainer::teacher::Teacher;
+use trainer::coldstart::teacher::Teacher;
 
 /// The actions a teacher prompt lists, in order.
 fn actions_of(seen: &Seen) -> Vec<String> {

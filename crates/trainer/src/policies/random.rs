@@ -12,7 +12,7 @@ use crate::agent::{Policy, Reply, Turn};
 use crate::error::Result;
 use crate::record::EpisodeSpec;
 
-use super::tagged_reply;
+use crate::agent::tagged_reply;
 
 #[derive(Default)]
 pub struct RandomPolicy {

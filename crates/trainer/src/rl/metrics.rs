@@ -5,6 +5,7 @@
 
 use std::collections::BTreeMap;
 use std::io::IsTerminal;
+use std::path::PathBuf;
 
 use serde::Serialize;
 
@@ -312,9 +313,23 @@ impl Progress {
     }
 }
 
+/// What a finished run did.
+#[derive(Debug, Clone)]
+pub struct RlReport {
+    pub dir: PathBuf,
+    pub iterations: usize,
+    pub lines: Vec<IterationLine>,
+    pub evals: Vec<EvalLine>,
+    pub final_dir: PathBuf,
+    /// The protocol the run trained under (ALFWorld).
+    pub protocol: Option<crate::envs::Protocol>,
+    /// The final model on every test game of each `rl.final_eval` level.
+    pub final_evals: Vec<crate::eval::Summary>,
+}
+
 /// The run's result in Markdown: the last iteration's training figures and the last
 /// evaluation, if any.
-pub fn final_table(report: &super::RlReport) -> String {
+pub fn final_table(report: &RlReport) -> String {
     let mut out = String::new();
     if let Some(protocol) = report.protocol {
         out.push_str(&format!("{}\n\n", protocol.describe()));

@@ -45,20 +45,15 @@ use crate::eval::{eval_tasks, evaluate, Evaluation};
 use crate::policies::ModelPolicy;
 use crate::record::{EpisodeRecord, TaskRef};
 use crate::rundir::RunDir;
-use crate::sft::{self, RUN_CONFIG_FILE};
+use crate::checkpoints::{load_model, read_state, save_checkpoint, write_file_atomically, RL_STATE_FILE, RUN_CONFIG_FILE};
+use crate::seeds;
+pub use metrics::RlReport;
 use metrics::{EvalLine, IterationLine, Seconds};
 use score::{score_episodes, scored_line, ScoredStep};
 use update::{ppo_update, reply_logprobs, Sample, UpdateOptions};
 
-/// The file in a checkpoint that says where the run stands.
-pub const STATE_FILE: &str = "rl_state.json";
 /// Where checkpoints go inside the run directory.
 const CHECKPOINTS: &str = "checkpoints";
-
-/// Seed purposes, mixed with the iteration's seed so that no two random choices share one.
-const SEED_ROLLOUT: u64 = 1;
-const SEED_SHUFFLE: u64 = 2;
-const SEED_LORA: u64 = 3;
 
 /// Where a checkpoint left off.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -69,20 +64,6 @@ pub struct RlState {
     pub init: String,
     /// Updates skipped in a row at the end of this iteration.
     pub bad_streak: usize,
-}
-
-/// What a finished run did.
-#[derive(Debug, Clone)]
-pub struct RlReport {
-    pub dir: PathBuf,
-    pub iterations: usize,
-    pub lines: Vec<IterationLine>,
-    pub evals: Vec<EvalLine>,
-    pub final_dir: PathBuf,
-    /// The protocol the run trained under (ALFWorld).
-    pub protocol: Option<crate::envs::Protocol>,
-    /// The final model on every test game of each `rl.final_eval` level.
-    pub final_evals: Vec<crate::eval::Summary>,
 }
 
 /// `position..position + count` of the draw sequence: seeded, shuffled passes over `tasks`
@@ -127,40 +108,13 @@ pub fn latest_checkpoint(dir: &Path) -> Result<Option<(PathBuf, RlState)>> {
         let Some(n) = name.strip_prefix("iter-").and_then(|n| n.parse::<usize>().ok()) else {
             continue;
         };
-        if entry.path().join(STATE_FILE).is_file() && best.as_ref().is_none_or(|(b, _)| n > *b) {
+        if entry.path().join(RL_STATE_FILE).is_file() && best.as_ref().is_none_or(|(b, _)| n > *b) {
             best = Some((n, entry.path()));
         }
     }
     let Some((_, path)) = best else { return Ok(None) };
-    let state_path = path.join(STATE_FILE);
-    let text = std::fs::read_to_string(&state_path).map_err(|e| TrainerError::io(&state_path, e))?;
-    let state: RlState = serde_json::from_str(&text)
-        .map_err(|e| TrainerError::Invalid(format!("{}: {e}", state_path.display())))?;
+    let state: RlState = read_state(&path.join(RL_STATE_FILE))?;
     Ok(Some((path, state)))
-}
-
-/// Writes `dir` through `write` into a temporary sibling, then renames it into place, so a
-/// kill leaves either the old folder or the new one whole.
-fn write_dir_atomically(dir: &Path, write: impl FnOnce(&Path) -> Result<()>) -> Result<()> {
-    let name = dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    let tmp = dir.with_file_name(format!(".{name}.tmp"));
-    if tmp.exists() {
-        std::fs::remove_dir_all(&tmp).map_err(|e| TrainerError::io(&tmp, e))?;
-    }
-    std::fs::create_dir_all(&tmp).map_err(|e| TrainerError::io(&tmp, e))?;
-    write(&tmp)?;
-    if dir.exists() {
-        std::fs::remove_dir_all(dir).map_err(|e| TrainerError::io(dir, e))?;
-    }
-    std::fs::rename(&tmp, dir).map_err(|e| TrainerError::io(dir, e))
-}
-
-/// Writes `bytes` to `path` through a temporary file and a rename.
-fn write_file_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
-    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    let tmp = path.with_file_name(format!(".{name}.tmp"));
-    std::fs::write(&tmp, bytes).map_err(|e| TrainerError::io(&tmp, e))?;
-    std::fs::rename(&tmp, path).map_err(|e| TrainerError::io(path, e))
 }
 
 /// Fails now, before any rollout, when the run directory cannot hold a checkpoint: writes
@@ -207,11 +161,11 @@ fn resolve_init(config: &RunConfig, dir: &RunDir) -> Result<String> {
     }
     let coldstart_dir = dir.file("coldstart");
     eprintln!("cold start: {} expert demonstrations into {}", config.coldstart.episodes, coldstart_dir.display());
-    crate::runner::run_coldstart(config, &coldstart_dir)?;
+    crate::coldstart::run(config, &coldstart_dir)?;
     let mut sft_config = config.clone();
     sft_config.sft.data = coldstart_dir.join("sft.jsonl");
     eprintln!("SFT of {} into {}", config.model.path, sft_dir.display());
-    let (report, _) = crate::runner::run_sft(&sft_config, &sft_dir, None)?;
+    let (report, _) = crate::sft::run(&sft_config, &sft_dir, None)?;
     Ok(report.final_dir.display().to_string())
 }
 
@@ -240,7 +194,7 @@ struct Models {
 
 fn load_models(config: &RunConfig, init: &str) -> Result<Models> {
     let device = config.model.device()?;
-    let (mut model, tokenizer) = sft::load_model(init, &device)?;
+    let (mut model, tokenizer) = load_model(init, &device)?;
     let lora = config.rl.lora_config()?;
     if let Some(lora) = lora.clone() {
         let adapters = LoraAdapters::new(
@@ -248,12 +202,12 @@ fn load_models(config: &RunConfig, init: &str) -> Result<Models> {
             lora,
             model.dtype(),
             model.device(),
-            mix(config.run.seed, SEED_LORA),
+            mix(config.run.seed, seeds::RL_LORA),
         )?;
         model.attach_lora(adapters)?;
     }
     let reference = if config.rl.kl_coef > 0.0 && lora.is_none() {
-        Some(sft::load_model(init, &device)?.0)
+        Some(load_model(init, &device)?.0)
     } else {
         None
     };
@@ -368,14 +322,9 @@ fn write_rollouts(dir: &RunDir, iteration: usize, episodes: &[EpisodeRecord], sc
     write_file_atomically(&path, &bytes)
 }
 
-fn save_checkpoint(dir: &RunDir, config: &RunConfig, models: &Models, opt: &AdamW, state: &RlState) -> Result<PathBuf> {
+fn save_iteration(dir: &RunDir, config: &RunConfig, models: &Models, opt: &AdamW, state: &RlState) -> Result<PathBuf> {
     let path = checkpoint_dir(dir.path(), state.iteration);
-    write_dir_atomically(&path, |tmp| {
-        policy::checkpoint::save_training_state(&models.model, &models.tokenizer, opt, tmp)?;
-        let text = serde_json::to_string_pretty(state).map_err(|e| TrainerError::Invalid(e.to_string()))?;
-        std::fs::write(tmp.join(STATE_FILE), text).map_err(|e| TrainerError::io(tmp.join(STATE_FILE), e))?;
-        config.save(&tmp.join(RUN_CONFIG_FILE))
-    })?;
+    save_checkpoint(&path, config, &models.model, &models.tokenizer, Some((opt, RL_STATE_FILE, state)))?;
     Ok(path)
 }
 
@@ -518,7 +467,7 @@ pub fn train_on(config: &RunConfig, provider: &dyn EnvProvider, out: &Path, resu
     }
     let eval_envs = eval_providers(config, provider)?;
     let from_sampler = config.old_logprobs_from_sampler();
-    let pad = sft::pad_id(&models.tokenizer);
+    let pad = crate::sft::pad_id(&models.tokenizer);
     let loss = rl.loss_config();
     let mut collector = config.collector_options();
     collector.progress = false;
@@ -533,9 +482,9 @@ pub fn train_on(config: &RunConfig, provider: &dyn EnvProvider, out: &Path, resu
 
         let t = Instant::now();
         let tasks = draw_tasks(&train_tasks, config.run.seed, iteration * rl.tasks_per_iter, rl.tasks_per_iter);
-        let specs = grouped_specs(&tasks, config.rollout.group_size, mix(seed, SEED_ROLLOUT));
+        let specs = grouped_specs(&tasks, config.rollout.group_size, mix(seed, seeds::RL_ROLLOUT));
         let mut options = config.model_options(config.rollout.temperature);
-        options.seed = mix(seed, SEED_ROLLOUT);
+        options.seed = mix(seed, seeds::RL_ROLLOUT);
         let mut policy = ModelPolicy::sampling("rl", &models.model, models.tokenizer.clone(), options)?;
         let collection = collect(provider, &mut policy, &specs, &collector)?;
         drop(policy);
@@ -585,7 +534,7 @@ pub fn train_on(config: &RunConfig, provider: &dyn EnvProvider, out: &Path, resu
                 max_grad_norm: rl.max_grad_norm,
                 pad,
                 temperature,
-                seed: mix(seed, SEED_SHUFFLE),
+                seed: mix(seed, seeds::RL_SHUFFLE),
                 bad_streak,
                 max_bad_updates: rl.max_bad_updates,
             },
@@ -625,15 +574,12 @@ pub fn train_on(config: &RunConfig, provider: &dyn EnvProvider, out: &Path, resu
         }
         if last || (rl.save_every > 0 && number % rl.save_every == 0) {
             let state = RlState { iteration: number, init: init.clone(), bad_streak };
-            save_checkpoint(&dir, config, &models, &opt, &state)?;
+            save_iteration(&dir, config, &models, &opt, &state)?;
         }
     }
     progress.finish();
     let final_dir = dir.file("final");
-    write_dir_atomically(&final_dir, |tmp| {
-        policy::checkpoint::save_model(&models.model, &models.tokenizer, tmp)?;
-        config.save(&tmp.join(RUN_CONFIG_FILE))
-    })?;
+    save_checkpoint::<()>(&final_dir, config, &models.model, &models.tokenizer, None)?;
     let final_evals = final_evaluations(config, &dir, &models)?;
     Ok(RlReport {
         dir: out.to_path_buf(),
@@ -706,19 +652,5 @@ mod tests {
         assert_eq!(draw_tasks(&all, 3, 7, 5), first[7..12].to_vec());
         assert_ne!(draw_tasks(&all, 4, 0, 12), first);
         assert!(draw_tasks(&[], 3, 0, 4).is_empty());
-    }
-
-    #[test]
-    fn atomic_writes_leave_the_old_folder_whole_until_the_rename() {
-        let root = std::env::temp_dir().join(format!("rl-atomic-{}", std::process::id()));
-        let target = root.join("iter-0001");
-        write_dir_atomically(&target, |tmp| {
-            std::fs::write(tmp.join("a"), "1").map_err(|e| TrainerError::io(tmp, e))
-        })
-        .unwrap();
-        let failed = write_dir_atomically(&target, |_| Err(TrainerError::Invalid("disk full".into())));
-        assert!(failed.is_err());
-        assert_eq!(std::fs::read_to_string(target.join("a")).unwrap(), "1");
-        let _ = std::fs::remove_dir_all(&root);
     }
 }

@@ -9,7 +9,7 @@
 //! value (tested against f64 over the whole range); `exp(-inf)` = 0, `exp(inf)` = inf,
 //! NaN stays NaN (a bad update must still show as one).
 
-use crate::simd::{run_best, Kernel};
+use crate::ops::simd::{run_best, Kernel};
 
 /// Below this `exp` underflows f32 (the result is 0).
 const LOWEST: f32 = -87.336_55;

@@ -8,65 +8,14 @@
 //! Tests compare values and gradients with the primitive versions in f64.
 
 use crate::error::Result;
-use crate::raw::{with_slice, RawFloat};
-use crate::triangle;
+use crate::ops::lanes::{attention_inputs, visible_keys};
+use crate::ops::raw::{max_scaled, slice, sum_f64, sum_slice_f64, with_slice, RawFloat};
+use crate::ops::triangle;
 use candle_core::{CpuStorage, CustomOp1, CustomOp2, CustomOp3, DType, Layout, Shape, Tensor, D};
 use rayon::prelude::*;
 use std::sync::Mutex;
 
 type CResult<T> = candle_core::Result<T>;
-
-/// The contiguous element slice of a custom op's input.
-pub(crate) fn slice<'a, T: RawFloat>(s: &'a CpuStorage, l: &Layout, what: &str) -> CResult<&'a [T]> {
-    let (start, end) = l
-        .contiguous_offsets()
-        .ok_or_else(|| candle_core::Error::Msg(format!("{what}: input is not contiguous")))?;
-    Ok(&s.as_slice::<T>()?[start..end])
-}
-
-/// A sum accumulated in f64: f32 sums over a vocabulary-sized row lose the small terms (a
-/// token with p near 1 followed by 49k terms below f32's epsilon), which biases log-probs.
-/// Eight running sums, not one, so that the adds do not wait on each other (no change was
-/// measured in the update, whose products dominate; the slice form, [`sum_slice_f64`], made
-/// the sampling attention's prefill 1.1x faster).
-#[inline(always)]
-pub(crate) fn sum_f64<T: RawFloat>(xs: impl Iterator<Item = T>) -> T {
-    let mut lanes = [0f64; 8];
-    for (i, x) in xs.enumerate() {
-        lanes[i % 8] += x.to_f64();
-    }
-    T::from_f64(lanes.iter().sum::<f64>())
-}
-
-/// [`sum_f64`] of a slice, eight elements at a time (this form vectorises).
-#[inline(always)]
-pub(crate) fn sum_slice_f64<T: RawFloat>(x: &[T]) -> T {
-    let mut lanes = [0f64; 8];
-    let chunks = x.chunks_exact(8);
-    let tail: f64 = chunks.remainder().iter().map(|v| v.to_f64()).sum();
-    for chunk in chunks {
-        for (l, v) in lanes.iter_mut().zip(chunk) {
-            *l += v.to_f64();
-        }
-    }
-    T::from_f64(lanes.iter().sum::<f64>() + tail)
-}
-
-/// The largest of `scale * x` (`-inf` for none), in 16 running maxima (one is a chain of
-/// dependent instructions).
-#[inline(always)]
-pub(crate) fn max_scaled<T: RawFloat>(x: &[T], scale: T) -> T {
-    let mut lanes = [T::NEG_INFINITY; 16];
-    let chunks = x.chunks_exact(16);
-    let tail = chunks.remainder().iter().fold(T::NEG_INFINITY, |m, &v| m.maximum(v * scale));
-    for chunk in chunks {
-        for (l, &v) in lanes.iter_mut().zip(chunk) {
-            let v = v * scale;
-            *l = if v > *l { v } else { *l };
-        }
-    }
-    lanes.iter().fold(tail, |m, &v| m.maximum(v))
-}
 
 /// Whether the fused kernels cover `x` (f32 or f64 on the CPU).
 fn fusable(x: &Tensor) -> bool {
@@ -119,18 +68,6 @@ fn last_dim(l: &Layout) -> CResult<usize> {
 
 // ---------------------------------------------------------------------------------------------
 // Sampling attention: the keys each query of a left-padded, cached batch may see.
-
-/// The keys `lo..hi` query `q` (of `t` new queries against `total` keys) of a row with `pad`
-/// padding columns sees: its own position and those before it, padding excluded; a padding
-/// query sees only itself (which keeps it finite).
-pub(crate) fn visible_keys(q: usize, t: usize, total: usize, pad: usize) -> (usize, usize) {
-    let at = total - t + q;
-    if at < pad {
-        (at, at + 1)
-    } else {
-        (pad, at + 1)
-    }
-}
 
 /// Attention probabilities for sampling: `softmax(scale * x)` of the scores
 /// `x: [b, g, r * t, total]` (`t` new queries of `r` query heads per KV head `g`, against
@@ -219,7 +156,7 @@ pub fn causal_softmax_primitive(x: &Tensor, scale: f64) -> Result<Tensor> {
         .flat_map(|i| (0..t).map(move |j| if j > i % t { f32::NEG_INFINITY } else { 0.0 }))
         .collect();
     let mask = Tensor::from_vec(mask, (rows, t), x.device())?.to_dtype(x.dtype())?;
-    crate::model::softmax_last_dim(&(x * scale)?.broadcast_add(&mask)?)
+    crate::ops::reference::softmax_last_dim(&(x * scale)?.broadcast_add(&mask)?)
 }
 
 struct CausalSoftmax {
@@ -376,16 +313,7 @@ fn triangle_dims(q: &Tensor, k: &Tensor, v: &Tensor) -> Result<Option<triangle::
     Ok(dims.served().then_some(dims))
 }
 
-/// The contiguous f32 element slices of an attention op's `q`, `k` and `v`.
-pub(crate) fn attention_inputs<'a>(
-    q: (&'a CpuStorage, &Layout),
-    k: (&'a CpuStorage, &Layout),
-    v: (&'a CpuStorage, &Layout),
-) -> CResult<(&'a [f32], &'a [f32], &'a [f32])> {
-    Ok((slice(q.0, q.1, "attention (q)")?, slice(k.0, k.1, "attention (k)")?, slice(v.0, v.1, "attention (v)")?))
-}
-
-/// [`causal_attention`] in f32 through [`crate::triangle`]: the forward runs in `cpu_fwd`
+/// [`causal_attention`] in f32 through [`crate::ops::triangle`]: the forward runs in `cpu_fwd`
 /// and leaves the probabilities here for the backward.
 struct TriangleAttention {
     dims: triangle::Dims,
@@ -507,7 +435,7 @@ impl CustomOp3 for CausalAttention {
 /// RMS norm over the last dimension with weight `w: [d]`.
 pub fn rms_norm(x: &Tensor, w: &Tensor, eps: f64) -> Result<Tensor> {
     if !fusable(x) || x.dtype() != w.dtype() {
-        return crate::model::rms_norm(x, w, eps);
+        return crate::ops::reference::rms_norm(x, w, eps);
     }
     Ok(x.contiguous()?.apply_op2(&w.contiguous()?, RmsNorm { eps })?)
 }
@@ -701,7 +629,7 @@ pub fn token_scores_primitive(logits: &Tensor, targets: &Tensor) -> Result<Tenso
 /// vocabulary). A `w` that carries no gradient (a detached, frozen head) gets none computed.
 pub fn head_token_scores(x: &Tensor, w: &Tensor, targets: &Tensor) -> Result<Tensor> {
     if !fusable(x) || x.dtype() != w.dtype() {
-        return token_scores(&crate::model::linear_or_frozen(x, w)?, targets);
+        return token_scores(&crate::ops::reference::linear_or_frozen(x, w)?, targets);
     }
     let (x, w) = (x.contiguous()?, w.contiguous()?);
     let targets = targets.to_dtype(DType::U32)?.contiguous()?;
@@ -903,7 +831,7 @@ pub fn swiglu(gate: &Tensor, up: &Tensor) -> Result<Tensor> {
         )));
     }
     if !fusable(gate) || gate.dtype() != up.dtype() {
-        return Ok((crate::model::silu(gate)? * up)?);
+        return Ok((crate::ops::reference::silu(gate)? * up)?);
     }
     Ok(gate.contiguous()?.apply_op2(&up.contiguous()?, Swiglu)?)
 }
@@ -1030,7 +958,7 @@ impl CustomOp1 for SwigluHalves {
 
 /// The half-split rotary embedding of one head vector at one position (tables `c`, `s` of
 /// that position): for `i < d / 2`, `y[i] = x[i] c[i] - x[i + d/2] s[i]` and
-/// `y[i + d/2] = x[i + d/2] c[i + d/2] + x[i] s[i + d/2]`, as [`crate::model::rope`];
+/// `y[i + d/2] = x[i + d/2] c[i + d/2] + x[i] s[i + d/2]`, as [`crate::ops::reference::rope`];
 /// `transpose` applies the transposed rotation (the backward of a linear map).
 fn rotate<T: RawFloat>(y: &mut [T], x: &[T], c: &[T], s: &[T], transpose: bool) {
     let half = x.len() / 2;
@@ -1201,7 +1129,7 @@ pub fn split_heads(x: &Tensor, b: usize, heads: usize, groups: usize, rope: Opti
     if !fusable(x) || !tables_fusable {
         let y = x.reshape((b, t, heads, d))?.transpose(1, 2)?;
         let y = match rope {
-            Some((cos, sin)) => crate::model::rope(&y, cos, sin)?,
+            Some((cos, sin)) => crate::ops::reference::rope(&y, cos, sin)?,
             None => y,
         };
         return Ok(y.reshape((b, groups, heads / groups * t, d))?);
@@ -1298,7 +1226,7 @@ mod tests {
         compare(
             &[g, u],
             |t| swiglu(&t[0], &t[1]).unwrap(),
-            |t| (crate::model::silu(&t[0]).unwrap() * &t[1]).unwrap(),
+            |t| (crate::ops::reference::silu(&t[0]).unwrap() * &t[1]).unwrap(),
             1e-12,
         );
     }
@@ -1307,7 +1235,7 @@ mod tests {
     fn swiglu_halves_match_swiglu_in_f32() {
         let both = rand(&[2, 5, 14], 22).to_dtype(DType::F32).unwrap();
         let (g, u) = (both.narrow(2, 0, 7).unwrap(), both.narrow(2, 7, 7).unwrap());
-        let want = (crate::model::silu(&g.contiguous().unwrap()).unwrap() * &u).unwrap();
+        let want = (crate::ops::reference::silu(&g.contiguous().unwrap()).unwrap() * &u).unwrap();
         let got = swiglu_halves(&both).unwrap();
         assert_eq!(got.dims(), [2, 5, 7]);
         let diff = max_abs_diff(&got.to_dtype(DType::F64).unwrap(), &want.to_dtype(DType::F64).unwrap());
@@ -1328,7 +1256,7 @@ mod tests {
         compare(
             &[x.clone()],
             |v| split_heads(&v[0], b, heads, groups, Some((&cos, &sin))).unwrap(),
-            |v| stacked(crate::model::rope(&heads_first(&v[0]), &cos, &sin).unwrap()),
+            |v| stacked(crate::ops::reference::rope(&heads_first(&v[0]), &cos, &sin).unwrap()),
             1e-12,
         );
         compare(
@@ -1407,7 +1335,7 @@ mod tests {
         );
     }
 
-    /// The f32 path (`crate::triangle`, over the causal triangle only) against the primitive
+    /// The f32 path (`crate::ops::triangle`, over the causal triangle only) against the primitive
     /// ops in f64: values and the three input gradients, for shapes whose positions are no
     /// whole number of register blocks, one to three query heads per KV head, and head
     /// dimensions of one to four vector registers.
@@ -1454,7 +1382,7 @@ mod tests {
         compare(
             &[x, w],
             |t| rms_norm(&t[0], &t[1], 1e-5).unwrap(),
-            |t| crate::model::rms_norm(&t[0], &t[1], 1e-5).unwrap(),
+            |t| crate::ops::reference::rms_norm(&t[0], &t[1], 1e-5).unwrap(),
             1e-12,
         );
     }

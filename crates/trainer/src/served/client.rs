@@ -7,10 +7,11 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use serde_json::{json, Map, Value};
 
 use crate::error::{Result, TrainerError};
+pub use crate::usage::{RequestStats, TokenUsage};
 
 /// Where the server is and how to talk to it.
 #[derive(Clone, PartialEq)]
@@ -87,13 +88,6 @@ pub struct Sampling {
     pub stop: Vec<String>,
 }
 
-/// Tokens a request used, as the server counted them.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct TokenUsage {
-    pub prompt_tokens: usize,
-    pub completion_tokens: usize,
-}
-
 /// One parsed reply.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Completion {
@@ -128,19 +122,6 @@ enum Attempt {
     Retry(String, Option<Duration>),
     Fail(String),
     Fatal(String),
-}
-
-/// Request counts over a client's life.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct RequestStats {
-    pub requests: usize,
-    /// Attempts after a retryable failure.
-    pub retries: usize,
-    /// Requests that gave no completion, retries spent.
-    pub failed: usize,
-    /// Tokens as the server counted them (replies without usage add nothing).
-    pub prompt_tokens: usize,
-    pub completion_tokens: usize,
 }
 
 #[derive(Default)]

@@ -1,5 +1,5 @@
 //! Offline, deterministic annotation of ScienceWorld gold-path steps, the counterpart of
-//! [`crate::annotate`] for ALFWorld: one tag and a one-sentence reason per step, read from
+//! [`crate::envs::alfworld::annotate`] for ALFWorld: one tag and a one-sentence reason per step, read from
 //! what the player has seen (rooms entered, rooms looked at, doors seen) and from the gold
 //! path itself, which is the expert's plan.
 //!
@@ -19,7 +19,7 @@ use rand::seq::SliceRandom;
 use rand::Rng;
 use rlvmr_core::Tag;
 
-use crate::annotate::{capitalise, list_some};
+use crate::envs::text::{capitalise, list_some};
 
 /// Feedback the simulator gives a command it could not carry out.
 const FAILURE_FEEDBACK: [&str; 2] = [

@@ -2,14 +2,22 @@
 //! simulators (one JVM each) kept in a pool between episodes, since starting a JVM takes
 //! seconds and a reset is cheap.
 
+pub mod annotate;
+pub mod game_key;
+pub mod gold;
+
 use std::sync::{Arc, Mutex};
 
-use rlvmr_core::{Env, EnvError, PromptEnv, StepResult};
+use rlvmr_core::{Env, EnvError, OutputStyle, PromptEnv, StepResult};
 use sciworld::{EnvConfig, Level, Phase, SciWorldEnv, TaskVariation};
 
-use crate::envs::EnvProvider;
+use crate::agent::Policy;
+use crate::envs::provider::{Detours, EnvProvider};
 use crate::error::{Result, TrainerError};
 use crate::record::TaskRef;
+
+pub use game_key::{game_name, parse_game};
+use gold::GoldPolicy;
 
 /// The most simulators (JVMs) a collection keeps running at once.
 pub const MAX_SIMULATORS: usize = 8;
@@ -59,18 +67,6 @@ impl SciworldProvider {
     }
 }
 
-/// `task/variation`, the game key of a ScienceWorld episode.
-pub fn game_name(task: &str, variation: usize) -> String {
-    format!("{task}/{variation}")
-}
-
-/// The task name and variation of a game key.
-pub fn parse_game(game: &str) -> Result<(String, usize), EnvError> {
-    game.rsplit_once('/')
-        .and_then(|(task, v)| Some((task.to_string(), v.parse().ok()?)))
-        .ok_or_else(|| EnvError(format!("not a ScienceWorld game (task/variation): {game:?}")))
-}
-
 impl EnvProvider for SciworldProvider {
     fn name(&self) -> &'static str {
         "sciworld"
@@ -91,6 +87,11 @@ impl EnvProvider for SciworldProvider {
     /// Each episode holds a simulator JVM (~220 MB): at most [`MAX_SIMULATORS`] at once.
     fn max_parallel(&self) -> Option<usize> {
         Some(MAX_SIMULATORS)
+    }
+
+    /// The gold paths (a gold-path JVM of its own); ScienceWorld has no appliance search.
+    fn expert(&self, detours: Detours, style: OutputStyle) -> Result<Box<dyn Policy>> {
+        Ok(Box::new(GoldPolicy::new(detours.mistake_fraction)?.replying(style)))
     }
 
     /// A pooled simulator set to the game; the collector ends episodes at its step limit.

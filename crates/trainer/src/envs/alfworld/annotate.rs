@@ -22,6 +22,8 @@ use alfworld::TaskType;
 use rand::Rng;
 use rlvmr_core::Tag;
 
+use crate::envs::text::{capitalise, list_some};
+
 /// What the player knows in one ALFWorld episode, updated from each step's feedback.
 #[derive(Debug, Clone)]
 pub struct Situation {
@@ -478,16 +480,6 @@ fn join_then(items: &[String]) -> String {
     items.join(", then ")
 }
 
-/// `a, b and c` with at most `n` items (`a, b, c and others` beyond).
-pub(crate) fn list_some(items: &[&str], n: usize) -> String {
-    match items.len() {
-        0 => String::new(),
-        1 => items[0].to_string(),
-        len if len <= n => format!("{} and {}", items[..len - 1].join(", "), items[len - 1]),
-        _ => format!("{} and others", items[..n].join(", ")),
-    }
-}
-
 /// The receptacle or object an action is about: its last `to`/`from`/`with` part, or the
 /// text after the verb.
 pub fn target_of(action: &str) -> &str {
@@ -526,14 +518,6 @@ pub fn describe(action: &str) -> String {
         return format!("putting {}", rest.replacen(" to ", " in ", 1));
     }
     format!("doing '{action}'")
-}
-
-pub(crate) fn capitalise(text: &str) -> String {
-    let mut chars = text.chars();
-    match chars.next() {
-        Some(first) => first.to_uppercase().chain(chars).collect(),
-        None => String::new(),
-    }
 }
 
 #[cfg(test)]

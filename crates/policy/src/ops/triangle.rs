@@ -1,13 +1,13 @@
 //! The training graph's causal attention in f32 on the CPU, forward and backward, over the
 //! causal triangle only.
 //!
-//! As matmuls ([`crate::fused::causal_attention`]'s path for other dtypes) the attention
+//! As matmuls ([`crate::ops::fused::causal_attention`]'s path for other dtypes) the attention
 //! computes every query-key pair of the `[r * t, t]` square in all six of its products
 //! (scores and probabilities x values forward; the value, probability, query and key
 //! gradients backward), and the half above the diagonal is multiplied by zero. At the CPU
 //! preset's shapes (head dimension 32, ~330 positions) the attention was a third of an
 //! update's micro-batch. Here each product runs over the keys a query sees only, in the
-//! register blocks of the sampling prefill ([`crate::attention`]): [`QUERIES`] rows against
+//! register blocks of the sampling prefill ([`crate::ops::attention`]): [`QUERIES`] rows against
 //! [`LANES`] keys (keys transposed, one load per dimension), or [`LANES`] columns of
 //! [`QUERIES`] rows weighed together; the key and value gradients take [`QUERIES`] keys at a
 //! time down the rows that see them.
@@ -17,9 +17,9 @@
 //! `i % t`. The forward keeps the probabilities for the backward, each row's visible part in
 //! a buffer of row stride [`Dims::stride`] (zeros beyond).
 
-use crate::attention::{exp_normalised, score_lanes, weigh_lanes, LANES, QUERIES};
-use crate::simd::{madd, run_best, Kernel};
-use crate::skinny::interleave;
+use crate::ops::lanes::{exp_normalised, score_lanes, weigh_lanes, LANES, QUERIES};
+use crate::ops::simd::{madd, run_best, Kernel};
+use crate::ops::skinny::interleave;
 use rayon::prelude::*;
 
 /// The shape of one attention call.

@@ -2,29 +2,24 @@
 //! ([`packed_causal_attention`]) and decode steps against the cache ([`cached_attention`]).
 //!
 //! The sampling path computed `softmax(q k^T) v` as two batched matmuls around
-//! [`crate::fused::padded_causal_softmax`]: the score tensor `[b, heads, t, total]` held every
+//! [`crate::ops::fused::padded_causal_softmax`]: the score tensor `[b, heads, t, total]` held every
 //! query-key pair, those that get probability 0 (later positions, left padding) included, and
 //! went through memory three times. At 460-token prompts about half of those multiply-adds are
 //! masked ones, more with padding. Here each (prompt, head) is one task: the scores of
 //! [`QUERIES`] queries are computed against [`LANES`] keys at a time (prefill; the keys come
 //! transposed, `[d, n]`, so a block of keys is one contiguous load per dimension) or by dot
 //! products (decode, against the cache's keys row by row), exponentiated with
-//! [`crate::vexp`], and the probabilities multiplied into [`LANES`] value columns at a time
+//! [`crate::ops::vexp`], and the probabilities multiplied into [`LANES`] value columns at a time
 //! (register blocks the compiler vectorises); the softmax's division is applied to the
 //! output row. No score tensor, no masked pair computed beyond the last block. f32 on the
 //! CPU; other dtypes and devices take the matmul path. No backward: sampling only.
 
 use crate::error::{PolicyError, Result};
-use crate::fused::{attention_inputs, slice, visible_keys};
-use crate::simd::{madd, run_best, Kernel};
+use crate::ops::lanes::{attention_inputs, dot, exp_normalised, score_lanes, visible_keys, weigh_few, weigh_lanes, LANES, QUERIES};
+use crate::ops::raw::slice;
+use crate::ops::simd::{run_best, Kernel};
 use candle_core::{CpuStorage, CustomOp3, DType, Device, Layout, Shape, Tensor};
 use rayon::prelude::*;
-
-/// Queries scored together: each key vector loaded is used this many times.
-pub(crate) const QUERIES: usize = 4;
-/// Keys scored together, and value columns weighed together: one 512-bit register of f32
-/// (two 256-bit ones).
-pub(crate) const LANES: usize = 16;
 
 /// `softmax(scale * q k^T) v` over the keys each query may see, for `q: [b, g, r * t, d]`
 /// (`t` new queries of each of the `r` query heads sharing KV head `g`, stacked), and the keys
@@ -168,7 +163,7 @@ pub fn matmul_attention(
     t: usize,
     pads: &[usize],
 ) -> Result<Tensor> {
-    let probs = crate::fused::padded_causal_softmax(&q.matmul(&k.contiguous()?.t()?)?, scale, t, pads)?;
+    let probs = crate::ops::fused::padded_causal_softmax(&q.matmul(&k.contiguous()?.t()?)?, scale, t, pads)?;
     Ok(probs.matmul(&v.contiguous()?)?)
 }
 
@@ -358,7 +353,7 @@ impl Head<'_> {
         };
         // The queries dimension by dimension (`[d][QUERIES]`): one load gives the inputs that
         // multiply one key dimension, with no index to check per query.
-        let by_dim = crate::skinny::interleave::<QUERIES>(block, d);
+        let by_dim = crate::ops::skinny::interleave::<QUERIES>(block, d);
         let full = keys / LANES * LANES;
         for start in (0..full).step_by(LANES) {
             let first = &keys_t.data[self.pad + start..];
@@ -408,111 +403,6 @@ impl Head<'_> {
             column += lanes;
         }
     }
-}
-
-/// `sum_j scores[i][j] * values[j * stride + column..][..LANES]` over the first `keys` rows
-/// of `values`, for each query `i` of the block.
-#[inline(always)]
-pub(crate) fn weigh_lanes<const FMA: bool>(
-    scores: &[f32],
-    width: usize,
-    keys: usize,
-    values: &[f32],
-    stride: usize,
-    column: usize,
-) -> [[f32; LANES]; QUERIES] {
-    let mut acc = [[0f32; LANES]; QUERIES];
-    // Each query's scores cut to `keys`, so that indexing them needs no check.
-    let rows: [&[f32]; QUERIES] = std::array::from_fn(|i| &scores[i * width..][..keys]);
-    for j in 0..keys {
-        let value: &[f32; LANES] = values[j * stride + column..][..LANES].try_into().expect("LANES values");
-        for (i, acc) in acc.iter_mut().enumerate() {
-            let p = rows[i][j];
-            for (a, &x) in acc.iter_mut().zip(value) {
-                *a = madd::<FMA>(p, x, *a);
-            }
-        }
-    }
-    acc
-}
-
-/// [`weigh_lanes`] for the last `lanes` (< `LANES`) value columns.
-#[inline(always)]
-fn weigh_few<const FMA: bool>(
-    scores: &[f32],
-    width: usize,
-    keys: usize,
-    values: &[f32],
-    stride: usize,
-    column: usize,
-    lanes: usize,
-) -> [[f32; LANES]; QUERIES] {
-    let mut acc = [[0f32; LANES]; QUERIES];
-    // Each query's scores cut to `keys`, so that indexing them needs no check.
-    let rows: [&[f32]; QUERIES] = std::array::from_fn(|i| &scores[i * width..][..keys]);
-    for j in 0..keys {
-        let value = &values[j * stride + column..][..lanes];
-        for (i, acc) in acc.iter_mut().enumerate() {
-            let p = rows[i][j];
-            for (a, &x) in acc.iter_mut().zip(value) {
-                *a = madd::<FMA>(p, x, *a);
-            }
-        }
-    }
-    acc
-}
-
-/// `scores[i][start..start + count]`: the scores of the `QUERIES` queries of `by_dim`
-/// (`[d][QUERIES]`) against `LANES` keys whose dimension `c` is `keys[c * stride..][..LANES]`
-/// (the first `count` of them are kept).
-#[inline(always)]
-pub(crate) fn score_lanes<const FMA: bool>(
-    by_dim: &[f32],
-    keys: &[f32],
-    stride: usize,
-    scores: &mut [f32],
-    width: usize,
-    start: usize,
-    count: usize,
-) {
-    let mut acc = [[0f32; LANES]; QUERIES];
-    for (c, xs) in by_dim.chunks_exact(QUERIES).enumerate() {
-        let key: &[f32; LANES] = keys[c * stride..][..LANES].try_into().expect("LANES keys");
-        let xs: &[f32; QUERIES] = xs.try_into().expect("QUERIES queries");
-        for (acc, &x) in acc.iter_mut().zip(xs) {
-            for (a, &k) in acc.iter_mut().zip(key) {
-                *a = madd::<FMA>(x, k, *a);
-            }
-        }
-    }
-    for (i, acc) in acc.iter().enumerate() {
-        scores[i * width + start..][..count].copy_from_slice(&acc[..count]);
-    }
-}
-
-/// `a . b`, in `LANES` lanes (so the compiler vectorises it) summed at the end.
-#[inline(always)]
-fn dot<const FMA: bool>(a: &[f32], b: &[f32]) -> f32 {
-    let mut lanes = [0f32; LANES];
-    let (a_blocks, b_blocks) = (a.chunks_exact(LANES), b.chunks_exact(LANES));
-    let tail: f32 = a_blocks.remainder().iter().zip(b_blocks.remainder()).map(|(&x, &y)| x * y).sum();
-    for (a, b) in a_blocks.zip(b_blocks) {
-        for ((l, &x), &y) in lanes.iter_mut().zip(a).zip(b) {
-            *l = madd::<FMA>(x, y, *l);
-        }
-    }
-    lanes.iter().sum::<f32>() + tail
-}
-
-/// `s = exp(scale * s - max)`, returning the sum (the softmax's denominator).
-#[inline(always)]
-pub(crate) fn exp_normalised(s: &mut [f32], scale: f32) -> f32 {
-    let m = crate::fused::max_scaled(s, scale);
-    for x in s.iter_mut() {
-        *x = *x * scale - m;
-    }
-    crate::vexp::exp_in_place(s);
-    crate::fused::sum_slice_f64(s)
 }
 
 #[cfg(test)]

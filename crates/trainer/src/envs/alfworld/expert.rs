@@ -1,5 +1,5 @@
 //! The ALFWorld expert as a policy: the hand-coded expert picks the command, the
-//! annotator ([`crate::annotate`]) adds the tag and reason, so the expert's replies go
+//! annotator ([`super::annotate`]) adds the tag and reason, so the expert's replies go
 //! through the same parser and metrics as a model's.
 //!
 //! For cold-start data a seeded fraction of episodes carries one recoverable mistake: at a
@@ -21,11 +21,11 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 use crate::agent::{Policy, Reply, Turn};
-use crate::annotate::{Mistake, Situation};
+use super::annotate::{Mistake, Situation};
 use crate::error::Result;
 use crate::record::EpisodeSpec;
 
-use super::annotated_reply;
+use crate::agent::annotated_reply;
 use rlvmr_core::OutputStyle;
 
 /// The last step at which a mistake may be planted (expert episodes are 4-10 steps long).

@@ -6,19 +6,26 @@
 //! block, or with `prompt.style = "think"` a `<think>` block + action block). A mistake stays in the trajectory and shows in the next prompt's history, so the
 //! reflection that follows is learned from a real failure, but the mistake itself is never
 //! a training target. ScienceWorld's demonstrations are its gold paths, annotated and
-//! given mistakes the same way by [`GoldPolicy`].
+//! given mistakes the same way (`envs/sciworld/gold.rs`).
 
 use rand::seq::SliceRandom;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 
+use std::path::Path;
+
 use crate::collector::{collect, grouped_specs, mix, output_style, CollectorOptions, Throughput};
+use crate::config::RunConfig;
 use crate::envs::{EnvProvider, Protocol};
+use crate::rundir::RunDir;
 use crate::error::{Result, TrainerError};
-use crate::policies::{ExpertPolicy, GoldPolicy};
 use crate::record::EpisodeRecord;
-use crate::teacher::{reannotate, Teacher, TeacherReport};
+
+pub mod teacher;
+
+pub use crate::envs::Detours;
+use teacher::{reannotate, Teacher, TeacherReport};
 
 /// One SFT sample: the prompt (user message, no chat template) and the reply.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -41,22 +48,6 @@ pub struct Coldstart {
     pub teacher: Option<TeacherReport>,
 }
 
-/// How demonstrations leave the expert's straight path, each a seeded share of them.
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
-pub struct Detours {
-    /// One recoverable mistake.
-    pub mistake_fraction: f64,
-    /// ALFWorld only: the expert searches for its appliance (heat, cool, clean tasks).
-    pub appliance_search: f64,
-}
-
-impl Detours {
-    /// Mistakes only.
-    pub fn mistakes(fraction: f64) -> Detours {
-        Detours { mistake_fraction: fraction, appliance_search: 0.0 }
-    }
-}
-
 /// Plays expert episodes on the shuffled tasks `protocol` gives the cold start
 /// ([`EnvProvider::coldstart_tasks`]) until `n` are kept (won, fewer steps than
 /// `options.max_steps`) or the tasks run out.
@@ -77,14 +68,11 @@ pub fn coldstart(
         )));
     }
     tasks.shuffle(&mut ChaCha8Rng::seed_from_u64(seed));
-    // ScienceWorld's demonstrations are its gold paths (one gold-path JVM for the run).
     // The demonstrations answer in the format the prompts ask for (`<think>` for the
-    // published baselines).
+    // published baselines). One scripted player for the whole cold start (ScienceWorld's
+    // holds a gold-path JVM); it keeps nothing from one episode to the next.
     let style = output_style(&options.prompt);
-    let mut gold = match provider.name() {
-        "sciworld" => Some(GoldPolicy::new(detours.mistake_fraction)?.replying(style)),
-        _ => None,
-    };
+    let mut expert = provider.expert(detours, style)?;
     let mut kept = Vec::new();
     let mut played = 0;
     let mut throughput = Throughput::default();
@@ -94,15 +82,7 @@ pub fn coldstart(
         let want = (n - kept.len()) + (n - kept.len()).div_ceil(10);
         let batch = &tasks[next..(next + want).min(tasks.len())];
         let specs = grouped_specs(batch, 1, mix(seed, next as u64));
-        let collection = match gold.as_mut() {
-            Some(gold) => collect(provider, gold, &specs, options)?,
-            None => {
-                let mut expert = ExpertPolicy::new(detours.mistake_fraction)
-                    .searching_appliance(detours.appliance_search)
-                    .replying(style);
-                collect(provider, &mut expert, &specs, options)?
-            }
-        };
+        let collection = collect(provider, expert.as_mut(), &specs, options)?;
         next += batch.len();
         played += collection.episodes.len();
         add_throughput(&mut throughput, &collection.throughput);
@@ -135,6 +115,35 @@ pub fn coldstart(
         throughput,
         teacher: teacher_report,
     })
+}
+
+/// `rlvmr coldstart`: expert demonstrations of the level's training tasks, annotated by the
+/// built-in annotator or a served teacher; writes config.toml, trajectories.jsonl, sft.jsonl
+/// (and with a teacher, annotation.json).
+pub fn run(config: &RunConfig, out: &Path) -> Result<Coldstart> {
+    config.validate()?;
+    let provider = config.open_env()?;
+    let c = &config.coldstart;
+    let teacher = match c.has_teacher() {
+        true => Some(Teacher::connect(c.teacher.options(), c.teacher_temperature, c.teacher_max_tokens)?),
+        false => None,
+    };
+    let dir = RunDir::create(out, config)?;
+    let result = coldstart(
+        provider.as_ref(),
+        c.episodes,
+        Detours { mistake_fraction: c.mistake_fraction, appliance_search: c.appliance_search },
+        config.env.protocol,
+        config.run.seed,
+        &config.collector_options(),
+        teacher.as_ref(),
+    )?;
+    dir.write_jsonl("trajectories.jsonl", &result.episodes)?;
+    dir.write_jsonl("sft.jsonl", &result.samples)?;
+    if let Some(report) = &result.teacher {
+        dir.write_json("annotation.json", report)?;
+    }
+    Ok(result)
 }
 
 fn add_throughput(total: &mut Throughput, part: &Throughput) {

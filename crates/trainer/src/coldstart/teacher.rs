@@ -19,9 +19,9 @@ use crate::agent::{Policy, Reply, Turn};
 use crate::collector::{collect, CollectorOptions};
 use crate::envs::EnvProvider;
 use crate::error::{Result, TrainerError};
-use crate::policies::annotated_reply;
+use crate::agent::annotated_reply;
 use crate::record::{EpisodeRecord, EpisodeSpec, TaskRef};
-use crate::served::{map_in_flight, Client, Message, RequestError, RequestStats, Sampling, ServedOptions};
+use crate::served::client::{map_in_flight, Client, Message, RequestError, RequestStats, Sampling, ServedOptions};
 
 /// The longest reason kept, in characters (the recipe asks for one sentence).
 pub const MAX_REASON_CHARS: usize = 400;

@@ -60,7 +60,7 @@ impl CustomOp2 for TrainedMatmul {
 }
 
 /// `x @ w.T` for `x: [rows, in]` and a trained `w: [out, in]`, as one node of the graph (see
-/// the module docs); [`crate::model::linear`] takes inputs of any rank.
+/// the module docs); [`crate::ops::reference::linear`] takes inputs of any rank.
 pub fn trained_linear(x: &Tensor, w: &Tensor) -> Result<Tensor> {
     if x.dtype() != w.dtype() {
         return Err(PolicyError::Input(format!(
@@ -121,7 +121,7 @@ impl CustomOp1 for FrozenMatmul {
 
 /// `x @ w.T` for `x: [.., in]`, `w: [out, in]`, with `w` treated as a constant: the result
 /// carries a gradient to `x` only (see the module docs). Same numbers as
-/// [`crate::model::linear`].
+/// [`crate::ops::reference::linear`].
 pub fn frozen_linear(x: &Tensor, w: &Tensor) -> Result<Tensor> {
     let dims = x.dims().to_vec();
     let (last, lead) = dims
@@ -146,7 +146,7 @@ pub fn frozen_linear(x: &Tensor, w: &Tensor) -> Result<Tensor> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::linear;
+    use crate::ops::reference::linear;
     use candle_core::{DType, Device, Var};
 
     /// Same values as `linear`; the input's gradient matches; the weight gets none and is not in

@@ -1,6 +1,6 @@
 //! ScienceWorld's expert: the simulator's gold action sequence of the variation (from a
 //! gold-path JVM of its own; door openings left out, see [`without_door_openings`]), one
-//! action per turn, tagged and reasoned by [`crate::sci_annotate`] like ALFWorld's
+//! action per turn, tagged and reasoned by [`super::annotate`] like ALFWorld's
 //! demonstrations: a plan naming the subgoals, exploration of unseen rooms, monitoring.
 //!
 //! For cold-start data a seeded fraction of episodes carries one recoverable mistake at an
@@ -19,10 +19,10 @@ use sciworld::{EnvConfig, GoldOracle};
 use crate::agent::{Policy, Reply, Turn};
 use crate::error::{Result, TrainerError};
 use crate::record::EpisodeSpec;
-use crate::sci_annotate::{plant_mistake, SciMistake, SciSituation};
-use crate::sciworld_env::parse_game;
+use super::annotate::{plant_mistake, SciMistake, SciSituation};
+use super::game_key::parse_game;
 
-use super::annotated_reply;
+use crate::agent::annotated_reply;
 use rlvmr_core::OutputStyle;
 
 /// The last step at which a mistake may first be tried (later steps are tried while none

@@ -9,7 +9,7 @@ use crate::agent::{Policy, Reply, Turn};
 use crate::collector::StepSeeds;
 use crate::error::{Result, TrainerError};
 use crate::record::EpisodeSpec;
-use crate::served::{map_in_flight, Client, Completion, Message, RequestError, RequestStats, Sampling, ServedOptions};
+use super::client::{map_in_flight, Client, Completion, Message, RequestError, RequestStats, Sampling, ServedOptions};
 
 /// The end of the action block: generation stops there, as for local models.
 pub const ACTION_STOP: &str = "</action>";

@@ -12,8 +12,8 @@
 //! (sampling only).
 
 use crate::error::{PolicyError, Result};
-use crate::fused::slice;
-use crate::simd::{madd, run_best, Kernel};
+use crate::ops::raw::slice;
+use crate::ops::simd::{madd, run_best, Kernel};
 use candle_core::{CpuStorage, CustomOp1, DType, Layout, Shape, Tensor};
 use rayon::prelude::*;
 

@@ -1,0 +1,65 @@
+//! Environments behind one provider trait ([`EnvProvider`]), a folder each: its provider,
+//! its scripted player and its annotator. A new environment is a new folder and one line in
+//! [`open_env`].
+
+pub mod alfworld;
+pub mod provider;
+pub mod sciworld;
+pub mod text;
+
+use std::path::Path;
+
+use ::alfworld::{AlfworldData, Level};
+
+use crate::error::{Result, TrainerError};
+
+pub use alfworld::AlfworldProvider;
+pub use provider::{Detours, EnvProvider, Protocol};
+pub use sciworld::SciworldProvider;
+
+/// The environments `--env` accepts.
+pub const ENV_NAMES: [&str; 2] = ["alfworld", "sciworld"];
+
+/// Opens environment `env` at level `split` (`L0`, `L1`, `L2`). `data` overrides where the
+/// ALFWorld files are (see [`AlfworldData::open_default`]).
+pub fn open_env(env: &str, split: &str, data: Option<&Path>) -> Result<Box<dyn EnvProvider>> {
+    match env {
+        "alfworld" => {
+            let level = Level::from_name(split).ok_or_else(|| TrainerError::UnknownSplit {
+                env: env.into(),
+                split: split.into(),
+            })?;
+            let data = match data {
+                Some(path) => AlfworldData::open(path)?,
+                None => AlfworldData::open_default()?,
+            };
+            Ok(Box::new(AlfworldProvider::new(data, level)))
+        }
+        "sciworld" => Ok(Box::new(SciworldProvider::open(split)?)),
+        other => Err(TrainerError::UnknownEnv(other.into())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bad_names_are_named() {
+        let err = open_env("sciworld", "L5", None)
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(err.contains("L5"), "{err}");
+        let err = open_env("minecraft", "L0", None)
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(err.contains("minecraft"), "{err}");
+        let err = open_env("alfworld", "L7", Some(Path::new("/nonexistent")))
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(err.contains("L7"), "{err}");
+    }
+}

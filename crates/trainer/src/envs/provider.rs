@@ -1,0 +1,116 @@
+//! What an environment family gives the rest of the trainer: its tasks at a level, a fresh
+//! environment per episode and its scripted player. The collector, evaluation, the cold
+//! start and RL only see this trait.
+
+use rlvmr_core::{Env, EnvError, OutputStyle, PromptEnv};
+use serde::{Deserialize, Serialize};
+
+use crate::agent::Policy;
+use crate::error::{Result, TrainerError};
+use crate::record::TaskRef;
+
+/// Which games may be played before an L2 test. The two differ only in the cold start's
+/// games; RL trains on the level's training games under both.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Protocol {
+    /// As the authors' code runs it (`alfworld_prepare.py`): the cold start draws its
+    /// demonstrations from the training games of all six ALFWorld task types; RL and every
+    /// later training game are the level's (types 1-4 at L2). The paper's L2 means "task
+    /// categories never seen in RL".
+    #[default]
+    Published,
+    /// The level's training games everywhere: at L2, types 5-6 (cool, pick_two) appear
+    /// nowhere before the test ("never seen at all").
+    Strict,
+}
+
+impl Protocol {
+    pub const ALL: [Protocol; 2] = [Protocol::Published, Protocol::Strict];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Protocol::Published => "published",
+            Protocol::Strict => "strict",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<Protocol> {
+        Protocol::ALL.into_iter().find(|p| p.name() == name)
+    }
+
+    /// One line for the header of a table that reports L2.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Protocol::Published => {
+                "protocol published: cold start on all six ALFWorld task types, RL on the level's \
+                 types (1-4 at L2), L2 tested on types 5-6 of valid_unseen"
+            }
+            Protocol::Strict => {
+                "protocol strict: cold start and RL on the level's types only (1-4 at L2), \
+                 L2 tested on types 5-6 of valid_unseen, seen nowhere before"
+            }
+        }
+    }
+}
+
+impl std::fmt::Display for Protocol {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// How demonstrations leave the expert's straight path, each a seeded share of them.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Detours {
+    /// One recoverable mistake.
+    pub mistake_fraction: f64,
+    /// ALFWorld only: the expert searches for its appliance (heat, cool, clean tasks).
+    pub appliance_search: f64,
+}
+
+impl Detours {
+    /// Mistakes only.
+    pub fn mistakes(fraction: f64) -> Detours {
+        Detours { mistake_fraction: fraction, appliance_search: 0.0 }
+    }
+}
+
+/// An environment family at one generalisation level.
+pub trait EnvProvider: Sync {
+    /// `alfworld`, `sciworld`.
+    fn name(&self) -> &'static str;
+    /// Which environment text the prompt builder writes.
+    fn prompt_env(&self) -> PromptEnv;
+    /// The level's training tasks (cold start, RL), sorted.
+    fn train_tasks(&self) -> Vec<TaskRef>;
+    /// The level's test tasks (evaluation), sorted.
+    fn test_tasks(&self) -> Vec<TaskRef>;
+    /// The tasks the cold start draws its demonstrations from under `protocol`, sorted. An
+    /// environment without the distinction gives its training tasks.
+    fn coldstart_tasks(&self, protocol: Protocol) -> Vec<TaskRef> {
+        let _ = protocol;
+        self.train_tasks()
+    }
+    /// The most episodes to keep open at once (`None`: no limit), for environments that
+    /// each hold a heavy resource such as a JVM.
+    fn max_parallel(&self) -> Option<usize> {
+        None
+    }
+    /// The environment's scripted player (ALFWorld's expert, ScienceWorld's gold paths),
+    /// replying in `style` and leaving its straight path as `detours` says: the player of
+    /// the cold start's demonstrations and of `--policy expert`.
+    /// An environment without one cannot make a cold start or play `--policy expert`.
+    fn expert(&self, detours: Detours, style: OutputStyle) -> Result<Box<dyn Policy>> {
+        let _ = (detours, style);
+        Err(TrainerError::Invalid(format!("{} has no scripted player (expert)", self.name())))
+    }
+    /// A fresh environment for one episode of `task`; it ends episodes after `max_steps`.
+    fn make(
+        &self,
+        task: &TaskRef,
+        env_seed: u64,
+        max_steps: usize,
+    ) -> Result<Box<dyn Env + Send>, EnvError>;
+}
+
