@@ -23,8 +23,12 @@ pub enum DataError {
     Missing(String),
     #[error("cannot read {path}: {source}")]
     Io { path: String, source: std::io::Error },
-    #[error("cannot read zip {path}: {message}")]
-    Zip { path: PathBuf, message: String },
+    #[error("cannot read zip {path}: {source}")]
+    Zip {
+        path: PathBuf,
+        #[source]
+        source: zip::result::ZipError,
+    },
     #[error("no game file '{0}' in the ALFWorld data")]
     UnknownGame(String),
     #[error("game path '{0}' leaves the data folder")]
@@ -165,7 +169,7 @@ impl AlfworldData {
 
     fn open_zip(path: &Path) -> Result<AlfworldData, DataError> {
         let file = File::open(path).map_err(io_err(path))?;
-        let archive = zip::ZipArchive::new(file).map_err(|e| DataError::Zip { path: path.to_path_buf(), message: e.to_string() })?;
+        let archive = zip::ZipArchive::new(file).map_err(|e| DataError::Zip { path: path.to_path_buf(), source: e })?;
         let mut games: Vec<GameEntry> = archive.file_names().filter_map(GameEntry::from_path).collect();
         games.sort();
         Ok(AlfworldData { source: Source::Zip { path: path.to_path_buf(), archive: Mutex::new(archive) }, games })

@@ -267,8 +267,12 @@ pub enum ExpertError {
     Env(#[from] EnvError),
     #[error("data: {0}")]
     Data(#[from] DataError),
-    #[error("game {path}: {message}")]
-    Game { path: String, message: String },
+    #[error("game {path}: {source}")]
+    Game {
+        path: String,
+        #[source]
+        source: textworld::GameError,
+    },
 }
 
 /// The hand-coded expert for one episode. Feed it every observation with
@@ -1015,7 +1019,7 @@ pub fn evaluate(data: &AlfworldData, split: Split, max_steps: usize) -> Result<E
 /// Plays one game given its path in the data (see [`crate::GameEntry::path`]).
 pub fn play_game(data: &AlfworldData, path: &str, task_dir: &str, max_steps: usize) -> Result<EpisodeOutcome, ExpertError> {
     let text = data.read(path)?;
-    let game = load_game(&text).map_err(|e| ExpertError::Game { path: path.to_string(), message: e.to_string() })?;
+    let game = load_game(&text).map_err(|e| ExpertError::Game { path: path.to_string(), source: e })?;
     let mut env = AlfworldEnv::new(Arc::new(game)).with_max_steps(max_steps);
     let spec = TaskSpec::from_task_dir(task_dir);
     run_episode_with(&mut env, max_steps, spec.as_ref())

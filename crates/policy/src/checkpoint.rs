@@ -123,7 +123,7 @@ pub fn save_model(model: &Llama, tokenizer: &Tokenizer, dir: &Path) -> Result<()
     tokenizer
         .inner()
         .save(&tok_path, true)
-        .map_err(|e| PolicyError::Tokenizer(format!("writing {}: {e}", tok_path.display())))?;
+        .map_err(|e| PolicyError::context(format!("writing the tokenizer {}", tok_path.display()), e))?;
     let tok_cfg = tokenizer_config_json(tokenizer, model.config().max_position);
     let text = serde_json::to_string_pretty(&tok_cfg).expect("json");
     write_file(&dir.join(crate::hf::TOKENIZER_CONFIG_FILE), text.as_bytes())

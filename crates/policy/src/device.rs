@@ -45,7 +45,7 @@ pub fn parse(spec: &str) -> Result<Device> {
         Name::Cpu => Ok(Device::Cpu),
         Name::Auto => Ok(auto()),
         Name::Cuda(ordinal) => Device::new_cuda(ordinal)
-            .map_err(|e| PolicyError::Input(format!("cannot open CUDA device {ordinal}: {e}"))),
+            .map_err(|e| PolicyError::context(format!("cannot open CUDA device {ordinal}"), e)),
     }
 }
 

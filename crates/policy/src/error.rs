@@ -23,11 +23,25 @@ pub enum PolicyError {
     Input(String),
     #[error(transparent)]
     Candle(#[from] candle_core::Error),
+    /// Another error, with what was being done when it happened (the cause kept as the source).
+    #[error("{what}: {source}")]
+    Context {
+        what: String,
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
 }
 
 pub type Result<T, E = PolicyError> = std::result::Result<T, E>;
 
 impl PolicyError {
+    pub(crate) fn context(what: impl Into<String>, source: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> Self {
+        PolicyError::Context {
+            what: what.into(),
+            source: source.into(),
+        }
+    }
+
     pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
         PolicyError::Io {
             path: path.into(),

@@ -249,7 +249,7 @@ pub fn load(dir: &Path, dtype: DType, device: &Device) -> Result<(Llama, Tokeniz
 /// Reads and parses a JSON file; errors name the file.
 pub(crate) fn read_json(path: &Path) -> Result<Value> {
     let text = std::fs::read_to_string(path).map_err(|e| PolicyError::io(path, e))?;
-    serde_json::from_str(&text).map_err(|e| PolicyError::Config(format!("{}: {e}", path.display())))
+    serde_json::from_str(&text).map_err(|e| PolicyError::context(path.display().to_string(), e))
 }
 
 /// The weight files of an HF folder: those named by `model.safetensors.index.json` if present,

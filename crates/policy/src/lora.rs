@@ -516,7 +516,7 @@ impl LoraAdapters {
             .collect();
         candle_core::safetensors::save(&tensors, dir.join(ADAPTER_MODEL_FILE))?;
         let text = serde_json::to_string_pretty(&self.cfg.to_peft_json())
-            .map_err(|e| PolicyError::Config(format!("adapter config: {e}")))?;
+            .map_err(|e| PolicyError::context("adapter config", e))?;
         let path = dir.join(ADAPTER_CONFIG_FILE);
         std::fs::write(&path, text).map_err(|e| PolicyError::io(&path, e))
     }
@@ -590,7 +590,7 @@ fn read_adapter_config(dir: &Path) -> Result<LoraConfig> {
     let path = dir.join(ADAPTER_CONFIG_FILE);
     let text = std::fs::read_to_string(&path).map_err(|e| PolicyError::io(&path, e))?;
     let v: Value = serde_json::from_str(&text)
-        .map_err(|e| PolicyError::Config(format!("{}: {e}", path.display())))?;
+        .map_err(|e| PolicyError::context(path.display().to_string(), e))?;
     LoraConfig::from_peft_json(&v, &path.display().to_string())
 }
 

@@ -128,7 +128,7 @@ impl Tokenizer {
     /// Load a Hugging Face `tokenizer.json`.
     pub fn from_file(path: &std::path::Path) -> Result<Self> {
         let inner = tokenizers::Tokenizer::from_file(path)
-            .map_err(|e| PolicyError::Tokenizer(format!("{}: {e}", path.display())))?;
+            .map_err(|e| PolicyError::context(format!("tokenizer {}", path.display()), e))?;
         Ok(Self { inner })
     }
 
@@ -174,7 +174,7 @@ pub fn word_level(n: u32) -> Result<Tokenizer> {
         .vocab(vocab)
         .unk_token("<unk>".into())
         .build()
-        .map_err(|e| PolicyError::Input(format!("word-level tokenizer: {e}")))?;
+        .map_err(|e| PolicyError::context("word-level tokenizer", e))?;
     let mut tok = tokenizers::Tokenizer::new(model);
     tok.with_pre_tokenizer(Some(Whitespace {}));
     Ok(Tokenizer::from(tok))

@@ -201,11 +201,11 @@ fn measure_reference(
     if let Some(mut stdin) = child.stdin.take() {
         stdin
             .write_all(input.as_bytes())
-            .map_err(|e| SciError::Start(format!("writing to the reference: {e}")))?;
+            .map_err(|e| SciError::StartIo { what: "writing to the reference".into(), source: e })?;
     }
     let output = child
         .wait_with_output()
-        .map_err(|e| SciError::Start(format!("waiting for the reference: {e}")))?;
+        .map_err(|e| SciError::StartIo { what: "waiting for the reference".into(), source: e })?;
     if !output.status.success() {
         return Err(SciError::Start(format!(
             "the reference bench failed ({}): {}",

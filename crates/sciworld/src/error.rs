@@ -21,6 +21,13 @@ pub enum SciError {
     /// The JVM could not be started (no java, bad jar, no port line).
     #[error("starting the simulator JVM: {0}")]
     Start(String),
+    /// Starting the JVM or the reference failed on an I/O error (the cause kept as the source).
+    #[error("starting the simulator JVM: {what}: {source}")]
+    StartIo {
+        what: String,
+        #[source]
+        source: std::io::Error,
+    },
     /// The JVM died or closed the connection.
     #[error("the simulator JVM (pid {pid}) went away: {detail}")]
     Crashed { pid: u32, detail: String },

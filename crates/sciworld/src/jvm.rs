@@ -97,7 +97,7 @@ impl Jvm {
         }
         // Absolute, because the JVM runs in the jar's directory.
         let jar = std::fs::canonicalize(&config.jar)
-            .map_err(|e| SciError::Start(format!("jar {}: {e}", config.jar.display())))?;
+            .map_err(|e| SciError::StartIo { what: format!("jar {}", config.jar.display()), source: e })?;
         let mut child = Command::new(&config.java)
             .arg(format!("-Xmx{}m", config.max_heap_mb))
             .args(&config.flags)

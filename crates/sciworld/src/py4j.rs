@@ -184,11 +184,11 @@ impl Connection {
     pub fn connect(port: u16, pid: u32, timeout: Duration) -> Result<Connection> {
         let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
         let stream = TcpStream::connect_timeout(&addr, timeout).map_err(|e| {
-            SciError::Start(format!("cannot connect to the gateway on port {port}: {e}"))
+            SciError::StartIo { what: format!("cannot connect to the gateway on port {port}"), source: e }
         })?;
         stream
             .set_nodelay(true)
-            .map_err(|e| SciError::Start(format!("setting TCP_NODELAY: {e}")))?;
+            .map_err(|e| SciError::StartIo { what: "setting TCP_NODELAY".into(), source: e })?;
         Ok(Connection {
             stream,
             pending: Vec::new(),

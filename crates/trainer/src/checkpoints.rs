@@ -43,7 +43,7 @@ pub fn save_checkpoint<S: Serialize>(
             Some((optimizer, state_file, state)) => {
                 policy::checkpoint::save_training_state(model, tokenizer, optimizer, tmp)?;
                 let text = serde_json::to_string_pretty(state)
-                    .map_err(|e| TrainerError::Invalid(e.to_string()))?;
+                    .map_err(|e| TrainerError::context(format!("state of {}", dir.display()), e))?;
                 let path = tmp.join(state_file);
                 std::fs::write(&path, text).map_err(|e| TrainerError::io(&path, e))?;
             }
@@ -56,7 +56,7 @@ pub fn save_checkpoint<S: Serialize>(
 /// Reads a checkpoint's state file; a bad one is an error naming the file.
 pub fn read_state<S: DeserializeOwned>(path: &Path) -> Result<S> {
     let text = std::fs::read_to_string(path).map_err(|e| TrainerError::io(path, e))?;
-    serde_json::from_str(&text).map_err(|e| TrainerError::Invalid(format!("{}: {e}", path.display())))
+    serde_json::from_str(&text).map_err(|e| TrainerError::context(path.display().to_string(), e))
 }
 
 /// Writes `dir` through `write` into a temporary sibling, then renames it into place, so a

@@ -751,7 +751,7 @@ impl RunConfig {
     /// Every key with its value, as TOML (what a run writes as `config.toml`).
     pub fn to_toml(&self) -> Result<String> {
         toml::to_string(self)
-            .map_err(|e| TrainerError::Invalid(format!("cannot write the config as TOML: {e}")))
+            .map_err(|e| TrainerError::context("cannot write the config as TOML", e))
     }
 
     /// Writes every key as TOML to `path` (a run's `config.toml`, a checkpoint's `rlvmr.toml`).

@@ -30,6 +30,17 @@ pub enum TrainerError {
         line: usize,
         message: String,
     },
+    #[error(transparent)]
+    Sciworld(#[from] sciworld::SciError),
+    #[error(transparent)]
+    Env(#[from] rlvmr_core::EnvError),
+    /// Another error, with what was being done when it happened (the cause kept as the source).
+    #[error("{what}: {source}")]
+    Context {
+        what: String,
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
     #[error("{0}")]
     Invalid(String),
 }
@@ -39,6 +50,13 @@ impl TrainerError {
         TrainerError::Io {
             path: path.into(),
             source,
+        }
+    }
+
+    pub(crate) fn context(what: impl Into<String>, source: impl std::error::Error + Send + Sync + 'static) -> Self {
+        TrainerError::Context {
+            what: what.into(),
+            source: Box::new(source),
         }
     }
 

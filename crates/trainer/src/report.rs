@@ -540,7 +540,7 @@ fn level_summary(dir: &Path, level: &str) -> Result<Option<Value>> {
     };
     let text = std::fs::read_to_string(path).map_err(|e| TrainerError::io(path, e))?;
     let value: Value = serde_json::from_str(&text)
-        .map_err(|e| TrainerError::Invalid(format!("{}: not an evaluation summary: {e}", path.display())))?;
+        .map_err(|e| TrainerError::context(format!("{}: not an evaluation summary", path.display()), e))?;
     if number(&value, "/success_rate").is_none() {
         return Err(TrainerError::Invalid(format!("{}: no \"success_rate\": not an evaluation summary", path.display())));
     }

@@ -52,7 +52,7 @@ impl RunDir {
     /// Writes `value` as pretty JSON.
     pub fn write_json(&self, name: &str, value: &impl Serialize) -> Result<()> {
         let text = serde_json::to_string_pretty(value)
-            .map_err(|e| TrainerError::Invalid(format!("{name}: {e}")))?;
+            .map_err(|e| TrainerError::context(name, e))?;
         self.write_text(name, &(text + "\n"))
     }
 
@@ -63,7 +63,7 @@ impl RunDir {
         let mut out = BufWriter::new(file);
         for item in items {
             let line = serde_json::to_string(item)
-                .map_err(|e| TrainerError::Invalid(format!("{name}: {e}")))?;
+                .map_err(|e| TrainerError::context(name, e))?;
             writeln!(out, "{line}").map_err(|e| TrainerError::io(&path, e))?;
         }
         out.flush().map_err(|e| TrainerError::io(&path, e))

@@ -224,7 +224,7 @@ fn step_of(step: &Value, with_prompts: bool) -> std::result::Result<ViewStep, St
 /// are escaped as `\u003c` and so on, which JSON reads back the same), and no line
 /// separators that older parsers choke on.
 pub fn script_safe_json(value: &impl Serialize) -> Result<String> {
-    let json = serde_json::to_string(value).map_err(|e| TrainerError::Invalid(format!("cannot encode the episodes: {e}")))?;
+    let json = serde_json::to_string(value).map_err(|e| TrainerError::context("cannot encode the episodes", e))?;
     let mut out = String::with_capacity(json.len() + json.len() / 50);
     for c in json.chars() {
         match c {

@@ -280,7 +280,7 @@ fn logprob_gap(samples: &[Sample]) -> (f64, f64) {
 /// Appends lines to `metrics.jsonl` (kept up to date after every iteration).
 fn append_line(dir: &RunDir, value: &impl Serialize) -> Result<()> {
     let path = dir.file("metrics.jsonl");
-    let line = serde_json::to_string(value).map_err(|e| TrainerError::Invalid(format!("metrics: {e}")))?;
+    let line = serde_json::to_string(value).map_err(|e| TrainerError::context("metrics", e))?;
     let mut file = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
@@ -315,7 +315,7 @@ fn write_rollouts(dir: &RunDir, iteration: usize, episodes: &[EpisodeRecord], sc
     let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
     for (episode, scored) in episodes.iter().zip(scores) {
         let line = serde_json::to_string(&scored_line(episode, scored)?)
-            .map_err(|e| TrainerError::Invalid(format!("rollouts: {e}")))?;
+            .map_err(|e| TrainerError::context("rollouts", e))?;
         writeln!(gz, "{line}").map_err(|e| TrainerError::io(&path, e))?;
     }
     let bytes = gz.finish().map_err(|e| TrainerError::io(&path, e))?;
@@ -432,7 +432,7 @@ pub fn train_on(config: &RunConfig, provider: &dyn EnvProvider, out: &Path, resu
     }
     let config = &carried;
     let mut models = load_models(config, &init)
-        .map_err(|e| TrainerError::Invalid(format!("cannot load the starting model {init}: {e}")))?;
+        .map_err(|e| TrainerError::context(format!("cannot load the starting model {init}"), e))?;
     probe_space(out, checkpoint_bytes(&models.model))?;
     let rl = &config.rl;
     let mut opt = AdamW::for_model(
@@ -611,7 +611,7 @@ fn final_evaluations(config: &RunConfig, dir: &RunDir, models: &Models) -> Resul
         let evaluation = evaluate_model(config, provider.as_ref(), models, "final".into(), level, config.eval.episodes, true)?;
         dir.write_jsonl(&format!("eval/{level}.jsonl"), &evaluation.episodes)?;
         let path = dir.file(&format!("eval/{level}.json"));
-        let text = serde_json::to_string_pretty(&evaluation.summary).map_err(|e| TrainerError::Invalid(e.to_string()))?;
+        let text = serde_json::to_string_pretty(&evaluation.summary).map_err(|e| TrainerError::context("evaluation summary", e))?;
         write_file_atomically(&path, text.as_bytes())?;
         summaries.push(evaluation.summary);
     }

@@ -37,7 +37,7 @@ pub fn score_episodes(config: &RunConfig, episodes: &[EpisodeRecord]) -> Result<
         })
         .collect();
     let terms = compute_advantage_terms(&config.advantage, &rewards)
-        .map_err(|e| TrainerError::Invalid(format!("advantages: {e}")))?;
+        .map_err(|e| TrainerError::context("advantages", e))?;
     Ok(episodes
         .iter()
         .zip(&rewards)

@@ -58,8 +58,8 @@ impl GoldPolicy {
     /// `mistake_fraction` of the episodes get one recoverable mistake.
     pub fn new(mistake_fraction: f64) -> Result<GoldPolicy> {
         let config =
-            EnvConfig::from_default_jar().map_err(|e| TrainerError::Invalid(e.to_string()))?;
-        let oracle = GoldOracle::new(&config).map_err(|e| TrainerError::Invalid(e.to_string()))?;
+            EnvConfig::from_default_jar()?;
+        let oracle = GoldOracle::new(&config)?;
         Ok(GoldPolicy {
             oracle,
             mistake_fraction: mistake_fraction.clamp(0.0, 1.0),
@@ -170,11 +170,11 @@ impl Policy for GoldPolicy {
 
     fn start_episode(&mut self, slot: usize, spec: &EpisodeSpec) -> Result<()> {
         let (task, variation) =
-            parse_game(&spec.task.game).map_err(|e| TrainerError::Invalid(e.to_string()))?;
+            parse_game(&spec.task.game)?;
         let path = self
             .oracle
             .gold_actions(&task, variation)
-            .map_err(|e| TrainerError::Invalid(format!("gold path of {task} {variation}: {e}")))?;
+            .map_err(|e| TrainerError::context(format!("gold path of {task} {variation}"), e))?;
         let path = without_door_openings(path);
         self.slots
             .insert(slot, Slot::new(path, spec, self.mistake_fraction));

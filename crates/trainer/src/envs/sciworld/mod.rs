@@ -40,7 +40,7 @@ impl SciworldProvider {
             split: split.into(),
         })?;
         let config =
-            EnvConfig::from_default_jar().map_err(|e| TrainerError::Invalid(e.to_string()))?;
+            EnvConfig::from_default_jar()?;
         Ok(SciworldProvider {
             level,
             config,
