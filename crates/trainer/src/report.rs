@@ -251,6 +251,36 @@ fn draw_error(path: &Path, e: impl std::fmt::Display) -> TrainerError {
     TrainerError::Invalid(format!("{}: cannot draw: {e}", path.display()))
 }
 
+/// The corner of a panel whose legend box (`entries` lines high) hides the fewest of
+/// `points` (upper left when several hide none): a legend drawn over the curves hid them.
+fn legend_corner(
+    points: impl Iterator<Item = (f64, f64)>,
+    (x_lo, x_hi): (f64, f64),
+    (y_lo, y_hi): (f64, f64),
+    entries: usize,
+) -> SeriesLabelPosition {
+    // The box's share of the panel: about 40% of its width, a line of its height per entry.
+    let width = 0.45;
+    let height = (0.08 + 0.065 * entries as f64).min(0.9);
+    let mut hidden = [0usize; 4];
+    for (x, y) in points {
+        let fx = (x - x_lo) / (x_hi - x_lo).max(f64::MIN_POSITIVE);
+        let fy = (y - y_lo) / (y_hi - y_lo).max(f64::MIN_POSITIVE);
+        let (left, right, low, high) = (fx <= width, fx >= 1.0 - width, fy <= height, fy >= 1.0 - height);
+        for (count, inside) in hidden.iter_mut().zip([left && high, right && high, left && low, right && low]) {
+            *count += inside as usize;
+        }
+    }
+    let corners = [
+        SeriesLabelPosition::UpperLeft,
+        SeriesLabelPosition::UpperRight,
+        SeriesLabelPosition::LowerLeft,
+        SeriesLabelPosition::LowerRight,
+    ];
+    let best = (0..4).min_by_key(|&i| hidden[i]).unwrap_or(0);
+    corners.into_iter().nth(best).unwrap_or(SeriesLabelPosition::UpperLeft)
+}
+
 /// The runs' legend, in one style for every chart.
 fn draw_legend<'a, DB: DrawingBackend + 'a, CT: plotters::coord::CoordTranslate>(
     chart: &mut ChartContext<'a, DB, CT>,
@@ -260,7 +290,7 @@ fn draw_legend<'a, DB: DrawingBackend + 'a, CT: plotters::coord::CoordTranslate>
     chart
         .configure_series_labels()
         .label_font(("sans-serif", 13))
-        .background_style(WHITE.mix(0.85))
+        .background_style(WHITE.mix(0.6))
         .border_style(BLACK.mix(0.4))
         .position(position)
         .draw()
@@ -334,6 +364,12 @@ fn draw_chart(path: &Path, title: &str, panels: &[Panel], runs: &[Run]) -> Resul
             .label_style(("sans-serif", 13))
             .draw()
             .map_err(|e| draw_error(path, e))?;
+        let corner = legend_corner(
+            series.iter().flat_map(|(_, _, p)| p.iter().copied()),
+            (0.0, last_iteration.max(1.0)),
+            (lo, hi),
+            series.iter().filter(|(_, _, p)| !p.is_empty()).count(),
+        );
         let mut labelled = false;
         for (i, source, pts) in series {
             if pts.is_empty() {
@@ -355,7 +391,7 @@ fn draw_chart(path: &Path, title: &str, panels: &[Panel], runs: &[Run]) -> Resul
             }
         }
         if labelled {
-            draw_legend(&mut chart, SeriesLabelPosition::UpperLeft, path)?;
+            draw_legend(&mut chart, corner, path)?;
         }
     }
     root.present().map_err(|e| draw_error(path, e))
@@ -673,6 +709,20 @@ pub fn comparison(dirs: &[PathBuf]) -> Result<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_legend_goes_where_it_hides_fewest_points() {
+        let corner = |points: &[(f64, f64)]| legend_corner(points.iter().copied(), (0.0, 10.0), (0.0, 100.0), 3);
+        // Nothing anywhere near a corner: the usual upper left.
+        assert!(matches!(corner(&[(5.0, 50.0)]), SeriesLabelPosition::UpperLeft));
+        // Curves high on the left: upper right.
+        assert!(matches!(corner(&[(0.0, 95.0), (1.0, 90.0), (5.0, 50.0)]), SeriesLabelPosition::UpperRight));
+        // High everywhere, low on the right only: lower left.
+        assert!(matches!(
+            corner(&[(0.0, 95.0), (10.0, 95.0), (9.0, 5.0), (10.0, 2.0)]),
+            SeriesLabelPosition::LowerLeft
+        ));
+    }
 
     fn summary(success: f64, invalid: f64) -> String {
         serde_json::json!({"split": "L2", "protocol": "published", "episodes": 38, "success_rate": success, "invalid_rate": invalid,
