@@ -95,7 +95,7 @@ fi
 tagged_lane() {
     for seed in $SEEDS; do
         for method in rlvmr grpo-tagged; do
-            wanted "$method" && run "$method" "$seed" "$TAGGED_SFT"
+            if wanted "$method"; then run "$method" "$seed" "$TAGGED_SFT"; fi
         done
     done
 }
@@ -112,7 +112,7 @@ think_lane() {
             > "$OUT/sft-only-think-L2.log" 2>&1
     for seed in $THINK_SEEDS; do
         for method in grpo gigpo; do
-            wanted "$method" && run "$method" "$seed" "$think_sft"
+            if wanted "$method"; then run "$method" "$seed" "$think_sft"; fi
         done
     done
 }
@@ -130,7 +130,7 @@ fi
 dirs=()
 for method in rlvmr grpo-tagged grpo gigpo; do
     for run_dir in "$OUT/$method" "$OUT/$method"-seed*; do
-        wanted "$method" && [ -f "$run_dir/config.toml" ] && dirs+=("$run_dir")
+        if wanted "$method" && [ -f "$run_dir/config.toml" ]; then dirs+=("$run_dir"); fi
     done
 done
 "$bin" report "${dirs[@]}" --out "$OUT/plots"
