@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 
 #[derive(clap::Args)]
 pub struct ViewArgs {
@@ -38,9 +38,7 @@ pub fn run(args: ViewArgs) -> Result<ExitCode> {
         .collect::<Result<Vec<_>, _>>()?;
     let page = trainer::view::page(&sources)?;
     let out = args.out.unwrap_or_else(|| default_out(&args.paths[0]));
-    let tmp = out.with_extension("html.partial");
-    std::fs::write(&tmp, page).with_context(|| format!("writing {}", tmp.display()))?;
-    std::fs::rename(&tmp, &out).with_context(|| format!("writing {}", out.display()))?;
+    trainer::rundir::write_file_atomically(&out, page.as_bytes())?;
     let episodes: usize = sources.iter().map(|s| s.episodes.len()).sum();
     eprintln!("wrote {} ({episodes} episodes from {} files)", out.display(), sources.len());
     Ok(ExitCode::SUCCESS)

@@ -1,7 +1,7 @@
 //! Model folders on disk, for SFT and RL alike: loading a model to train or play, and
 //! writing a checkpoint (weights, tokenizer, the optimizer and the trainer's position when
-//! training goes on from it, and the run config) through a temporary folder and a rename,
-//! so a kill leaves either the old checkpoint or the new one whole.
+//! training goes on from it, and the run config) through a temporary folder and a rename
+//! ([`write_dir_atomically`]), so a kill leaves either the old checkpoint or the new one whole.
 
 use std::path::Path;
 
@@ -12,6 +12,7 @@ use serde::Serialize;
 
 use crate::config::RunConfig;
 use crate::error::{Result, TrainerError};
+use crate::rundir::write_dir_atomically;
 
 /// The run config saved beside every model, so `rlvmr eval` and RL build the prompts the
 /// model was trained on.
@@ -57,47 +58,4 @@ pub fn save_checkpoint<S: Serialize>(
 pub fn read_state<S: DeserializeOwned>(path: &Path) -> Result<S> {
     let text = std::fs::read_to_string(path).map_err(|e| TrainerError::io(path, e))?;
     serde_json::from_str(&text).map_err(|e| TrainerError::context(path.display().to_string(), e))
-}
-
-/// Writes `dir` through `write` into a temporary sibling, then renames it into place, so a
-/// kill leaves either the old folder or the new one whole.
-pub fn write_dir_atomically(dir: &Path, write: impl FnOnce(&Path) -> Result<()>) -> Result<()> {
-    let name = dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    let tmp = dir.with_file_name(format!(".{name}.tmp"));
-    if tmp.exists() {
-        std::fs::remove_dir_all(&tmp).map_err(|e| TrainerError::io(&tmp, e))?;
-    }
-    std::fs::create_dir_all(&tmp).map_err(|e| TrainerError::io(&tmp, e))?;
-    write(&tmp)?;
-    if dir.exists() {
-        std::fs::remove_dir_all(dir).map_err(|e| TrainerError::io(dir, e))?;
-    }
-    std::fs::rename(&tmp, dir).map_err(|e| TrainerError::io(dir, e))
-}
-
-/// Writes `bytes` to `path` through a temporary file and a rename.
-pub fn write_file_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
-    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    let tmp = path.with_file_name(format!(".{name}.tmp"));
-    std::fs::write(&tmp, bytes).map_err(|e| TrainerError::io(&tmp, e))?;
-    std::fs::rename(&tmp, path).map_err(|e| TrainerError::io(path, e))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn atomic_writes_leave_the_old_folder_whole_until_the_rename() {
-        let root = std::env::temp_dir().join(format!("checkpoint-atomic-{}", std::process::id()));
-        let target = root.join("iter-0001");
-        write_dir_atomically(&target, |tmp| {
-            std::fs::write(tmp.join("a"), "1").map_err(|e| TrainerError::io(tmp, e))
-        })
-        .unwrap();
-        let failed = write_dir_atomically(&target, |_| Err(TrainerError::Invalid("disk full".into())));
-        assert!(failed.is_err());
-        assert_eq!(std::fs::read_to_string(target.join("a")).unwrap(), "1");
-        let _ = std::fs::remove_dir_all(&root);
-    }
 }

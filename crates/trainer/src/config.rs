@@ -722,7 +722,12 @@ fn non_negative(key: &str, value: f64) -> Result<()> {
 impl RunConfig {
     /// Opens the configured environment at the configured level.
     pub fn open_env(&self) -> Result<Box<dyn EnvProvider>> {
-        open_env(&self.env.name, &self.env.split, self.env.data.as_deref())
+        self.open_level(&self.env.split)
+    }
+
+    /// Opens the configured environment (its data included) at `level`.
+    pub fn open_level(&self, level: &str) -> Result<Box<dyn EnvProvider>> {
+        open_env(&self.env.name, level, self.env.data.as_deref())
     }
 
     /// Reads, parses and validates a config file.

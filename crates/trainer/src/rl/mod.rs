@@ -37,15 +37,15 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 
+use crate::checkpoints::{load_model, read_state, save_checkpoint, RL_STATE_FILE, RUN_CONFIG_FILE};
 use crate::collector::{collect, grouped_specs, mix};
 use crate::config::{RunConfig, COLDSTART_INIT};
-use crate::envs::{open_env, EnvProvider};
+use crate::envs::EnvProvider;
 use crate::error::{Result, TrainerError};
 use crate::eval::{eval_tasks, evaluate, Evaluation};
 use crate::policies::ModelPolicy;
 use crate::record::{EpisodeRecord, TaskRef};
-use crate::rundir::RunDir;
-use crate::checkpoints::{load_model, read_state, save_checkpoint, write_file_atomically, RL_STATE_FILE, RUN_CONFIG_FILE};
+use crate::rundir::{write_file_atomically, RunDir};
 use crate::seeds;
 pub use metrics::RlReport;
 use metrics::{EvalLine, IterationLine, Seconds};
@@ -340,7 +340,7 @@ fn eval_providers<'a>(config: &RunConfig, run: &'a dyn EnvProvider) -> Result<Ve
         .map(|level| {
             let provider = match level == config.env.split {
                 true => EvalProvider::Run(run),
-                false => EvalProvider::Opened(open_env(&config.env.name, &level, config.env.data.as_deref())?),
+                false => EvalProvider::Opened(config.open_level(&level)?),
             };
             Ok((level, provider))
         })
@@ -409,7 +409,7 @@ fn evaluate_model(
 pub fn train(config: &RunConfig, out: &Path, resume: bool) -> Result<RlReport> {
     config.validate()?;
     config.model.require_local("rlvmr train")?;
-    let provider = open_env(&config.env.name, &config.env.split, config.env.data.as_deref())?;
+    let provider = config.open_env()?;
     train_on(config, provider.as_ref(), out, resume)
 }
 
@@ -603,7 +603,7 @@ fn final_evaluations(config: &RunConfig, dir: &RunDir, models: &Models) -> Resul
         std::fs::create_dir_all(&folder).map_err(|e| TrainerError::io(&folder, e))?;
     }
     for level in &config.rl.final_eval {
-        let provider = open_env(&config.env.name, level, config.env.data.as_deref())?;
+        let provider = config.open_level(level)?;
         match config.eval.episodes {
             Some(n) => eprintln!("final evaluation: {n} seeded draws of {level}'s test games"),
             None => eprintln!("final evaluation: every test game of {level}"),

@@ -169,8 +169,7 @@ impl Policy for GoldPolicy {
     }
 
     fn start_episode(&mut self, slot: usize, spec: &EpisodeSpec) -> Result<()> {
-        let (task, variation) =
-            parse_game(&spec.task.game)?;
+        let (task, variation) = parse_game(&spec.task.game)?;
         let path = self
             .oracle
             .gold_actions(&task, variation)
