@@ -1,6 +1,8 @@
 //! The policy contract: every way of acting (the expert, a random player, an LLM) answers
 //! the same batched turns, so their rollouts go through one collector and compare.
 
+use std::collections::HashMap;
+
 use rlvmr_core::{OutputStyle, Tag};
 
 use crate::error::Result;
@@ -79,4 +81,21 @@ pub fn annotated_reply(style: OutputStyle, tag: Tag, reason: &str, action: &str)
         OutputStyle::Tagged => format!("<{tag}>{reason}</{tag}>\n<action>{action}</action>"),
         OutputStyle::Think => format!("<think>{reason}</think>\n<action>{action}</action>"),
     }
+}
+
+/// The scripted players' `act`: each turn goes to the player its slot's episode started with;
+/// a turn whose slot started none is that turn's error (`player` names what is missing).
+pub(crate) fn act_in_slots<P>(
+    slots: &mut HashMap<usize, P>,
+    turns: &[Turn],
+    player: &str,
+    mut act: impl FnMut(&mut P, &Turn) -> std::result::Result<Reply, String>,
+) -> Vec<std::result::Result<Reply, String>> {
+    turns
+        .iter()
+        .map(|turn| match slots.get_mut(&turn.slot) {
+            Some(slot) => act(slot, turn),
+            None => Err(format!("no {player} started in slot {}", turn.slot)),
+        })
+        .collect()
 }

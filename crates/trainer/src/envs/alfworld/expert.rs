@@ -20,7 +20,7 @@ use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-use crate::agent::{Policy, Reply, Turn};
+use crate::agent::{act_in_slots, Policy, Reply, Turn};
 use super::annotate::{Mistake, Situation};
 use crate::error::Result;
 use crate::record::EpisodeSpec;
@@ -244,13 +244,8 @@ impl Policy for ExpertPolicy {
     }
 
     fn act(&mut self, turns: &[Turn]) -> Result<Vec<Result<Reply, String>>> {
-        Ok(turns
-            .iter()
-            .map(|turn| match self.slots.get_mut(&turn.slot) {
-                Some(slot) => slot.act(turn, self.style),
-                None => Err(format!("no episode started in slot {}", turn.slot)),
-            })
-            .collect())
+        let style = self.style;
+        Ok(act_in_slots(&mut self.slots, turns, "expert episode", |slot, turn| slot.act(turn, style)))
     }
 }
 

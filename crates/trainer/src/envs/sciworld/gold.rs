@@ -16,7 +16,7 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use sciworld::{EnvConfig, GoldOracle};
 
-use crate::agent::{Policy, Reply, Turn};
+use crate::agent::{act_in_slots, Policy, Reply, Turn};
 use crate::error::{Result, TrainerError};
 use crate::record::EpisodeSpec;
 use super::annotate::{plant_mistake, SciMistake, SciSituation};
@@ -181,13 +181,8 @@ impl Policy for GoldPolicy {
     }
 
     fn act(&mut self, turns: &[Turn]) -> Result<Vec<Result<Reply, String>>> {
-        Ok(turns
-            .iter()
-            .map(|turn| match self.slots.get_mut(&turn.slot) {
-                Some(slot) => slot.act(turn, self.style),
-                None => Err(format!("no gold path for slot {}", turn.slot)),
-            })
-            .collect())
+        let style = self.style;
+        Ok(act_in_slots(&mut self.slots, turns, "gold path", |slot, turn| slot.act(turn, style)))
     }
 }
 
