@@ -10,6 +10,8 @@
 # preset's cold start and SFT run first (about 6 minutes on a 2-core Zen 5, 20 on an AVX2
 # EPYC) into $BENCH_DIR/init, and later calls reuse it. RLVMR_BIN: another rlvmr binary to
 # time (e.g. one built from an earlier commit), instead of this tree's release build.
+# OLD_LOGPROBS=recompute: PPO's old log-probs recomputed by a forward pass (rl.old_logprobs)
+# instead of taken from the sampler, to time what that pass costs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BENCH_DIR=${BENCH_DIR:-/tmp/rlvmr-bench-rl}
@@ -28,17 +30,19 @@ if [ -z "$init" ]; then
     fi
 fi
 # One iteration, no evaluation (periodic or final), no KL change from the preset.
+old_logprobs=${OLD_LOGPROBS:-sampler}
 sed -e 's/^iterations = .*/iterations = 1/' -e 's/^eval_every = .*/eval_every = 0/' -e 's/^final_eval = .*/final_eval = []/' \
+    -e "s/^\[rl\]$/[rl]\nold_logprobs = \"$old_logprobs\"/" \
     configs/cpu-l2.toml > "$BENCH_DIR/bench.toml"
 rm -rf "$BENCH_DIR/run"
 "$bin" train --config "$BENCH_DIR/bench.toml" --init "$init" --out "$BENCH_DIR/run" >&2
-python3 - "$BENCH_DIR/run/metrics.jsonl" <<'PY'
+python3 - "$BENCH_DIR/run/metrics.jsonl" "$old_logprobs" <<'PY'
 import json, subprocess, sys
 line = json.loads(open(sys.argv[1]).readline())
 t = line["time"]; s = t["seconds"]
 total = sum(s.values())
 cpu = next((l.split(":", 1)[1].strip() for l in subprocess.run(["lscpu"], capture_output=True, text=True).stdout.splitlines() if l.startswith("Model name")), "?")
-print(f"CPU: {cpu}; {line['episodes']} episodes, {line['samples']} step samples, {line['tokens']} reply tokens")
+print(f"CPU: {cpu}; old log-probs: {sys.argv[2]}; {line['episodes']} episodes, {line['samples']} step samples, {line['tokens']} reply tokens")
 print("| phase | seconds | share | throughput | target |")
 print("|---|---:|---:|---|---|")
 print(f"| rollout | {s['rollout']:.1f} | {s['rollout']/total:.0%} | {t['rollout_env_steps_per_s']:.1f} env steps/s, {t['rollout_tokens_per_s']:.0f} generated tokens/s | 30 env steps/s: {t['rollout_env_steps_per_s']/30:.2f}x |")

@@ -1,6 +1,7 @@
 //! Every `rlvmr` command that README.md and the pages under docs/ show names a real subcommand
-//! and only flags that subcommand has (checked against its `--help`), so the documentation
-//! cannot drift from the binary.
+//! and only flags that subcommand has (checked against its `--help`), and every relative link
+//! names a file of the repository and, after `#`, a heading of that page, so the
+//! documentation cannot drift from the binary or from itself.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -134,6 +135,125 @@ fn a_wrong_flag_or_subcommand_is_found() {
             "docs/page.md:1: `rlvmr eval` has no flag --no-such-flag".to_string(),
             "docs/page.md:4: `rlvmr frobnicate` is not a subcommand".to_string(),
             "docs/page.md:6: `rlvmr sciworld tasks` has no flag -x".to_string(),
+        ]
+    );
+}
+
+/// GitHub's anchor of a heading: lower case, punctuation (backticks, colons, commas, ...)
+/// dropped, spaces as hyphens.
+fn anchor_of(heading: &str) -> String {
+    heading
+        .trim()
+        .to_lowercase()
+        .chars()
+        .filter(|c| c.is_alphanumeric() || matches!(c, ' ' | '-' | '_'))
+        .map(|c| if c == ' ' { '-' } else { c })
+        .collect()
+}
+
+/// The anchors of a page's headings (outside fenced code).
+fn anchors(markdown: &str) -> Vec<String> {
+    let mut fenced = false;
+    let mut found = Vec::new();
+    for line in markdown.lines() {
+        if line.trim_start().starts_with("```") {
+            fenced = !fenced;
+        } else if !fenced && line.starts_with('#') {
+            found.push(anchor_of(line.trim_start_matches('#')));
+        }
+    }
+    found
+}
+
+/// The targets of a page's Markdown links `[text](target)`, with their line numbers, outside
+/// fenced code; web addresses left out.
+fn relative_links(markdown: &str) -> Vec<(usize, String)> {
+    let mut fenced = false;
+    let mut links = Vec::new();
+    for (number, line) in markdown.lines().enumerate() {
+        if line.trim_start().starts_with("```") {
+            fenced = !fenced;
+            continue;
+        }
+        if fenced {
+            continue;
+        }
+        for (at, _) in line.match_indices("](") {
+            let rest = &line[at + 2..];
+            let Some(end) = rest.find(')') else { continue };
+            let target = &rest[..end];
+            if !target.contains("://") && !target.starts_with("mailto:") {
+                links.push((number + 1, target.to_string()));
+            }
+        }
+    }
+    links
+}
+
+/// What is wrong with the relative links of `page` (its path relative to the repository), each
+/// as `page:line: ...`; `pages` maps every documentation page to its text.
+fn broken_links(page: &str, markdown: &str, pages: &BTreeMap<String, String>, root: &Path) -> Vec<String> {
+    let folder = Path::new(page).parent().unwrap_or(Path::new(""));
+    let mut problems = Vec::new();
+    for (line, target) in relative_links(markdown) {
+        let (file, anchor) = target.split_once('#').unwrap_or((&target, ""));
+        let target_page = if file.is_empty() {
+            page.to_string()
+        } else {
+            let joined = folder.join(file);
+            let normal: Vec<_> = joined.components().fold(Vec::new(), |mut parts, part| {
+                match part {
+                    std::path::Component::ParentDir => {
+                        parts.pop();
+                    }
+                    std::path::Component::CurDir => {}
+                    other => parts.push(other.as_os_str().to_string_lossy().into_owned()),
+                }
+                parts
+            });
+            normal.join("/")
+        };
+        if !pages.contains_key(&target_page) && !root.join(&target_page).exists() {
+            problems.push(format!("{page}:{line}: link to {target}: no file {target_page}"));
+        } else if !anchor.is_empty() {
+            match pages.get(&target_page) {
+                Some(text) if anchors(text).iter().any(|a| a == anchor) => {}
+                Some(_) => problems.push(format!("{page}:{line}: link to {target}: no heading #{anchor} in {target_page}")),
+                None => problems.push(format!("{page}:{line}: link to {target}: {target_page} is not a documentation page")),
+            }
+        }
+    }
+    problems
+}
+
+#[test]
+fn every_link_in_the_documentation_resolves() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let pages: BTreeMap<String, String> = documentation().into_iter().collect();
+    let problems: Vec<String> =
+        pages.iter().flat_map(|(page, text)| broken_links(page, text, &pages, &root)).collect();
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+    let links: usize = pages.values().map(|text| relative_links(text).len()).sum();
+    assert!(links >= 40, "only {links} relative links found: the link reader stopped finding them");
+}
+
+#[test]
+fn a_broken_link_is_found() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let pages: BTreeMap<String, String> = [
+        ("docs/a.md".to_string(), "# Page A\n## The comparison under `published`\n".to_string()),
+        ("README.md".to_string(), String::new()),
+    ]
+    .into_iter()
+    .collect();
+    let page = "[ok](a.md#the-comparison-under-published) [up](../README.md) [web](https://x.org/#y)\n\
+                [gone](b.md) [anchor](a.md#nope) [here](#page-a)\n```\n[in code](c.md)\n```\n";
+    let problems = broken_links("docs/a.md", page, &pages, &root);
+    assert_eq!(
+        problems,
+        vec![
+            "docs/a.md:2: link to b.md: no file docs/b.md".to_string(),
+            "docs/a.md:2: link to a.md#nope: no heading #nope in docs/a.md".to_string(),
         ]
     );
 }
