@@ -16,6 +16,7 @@ once with this project's defaults and once with `validity = "reference"` and
 `matching = "reference"`, and prints every kind of disagreement with an example.
 """
 import argparse
+import ast
 import collections
 import gzip
 import importlib.util
@@ -102,7 +103,6 @@ def as_list(value):
     """Rollout files write lists as their Python repr text; `rlvmr score` writes JSON lists."""
     if isinstance(value, list):
         return value
-    import ast
     return ast.literal_eval(value)
 
 
@@ -118,13 +118,18 @@ def score_with_rlvmr(binary, episodes, config_text):
                   "output": s["output"]} for s in episode["steps"]]
         minimal.append({"uid": episode["uid"], "won": as_bool(episode["won"]), "steps": steps})
     command = [binary, "score"]
-    with tempfile.NamedTemporaryFile("w", suffix=".toml", delete=False) as config:
-        config.write(config_text)
+    config_path = None
     if config_text:
-        command += ["--config", config.name]
-    run = subprocess.run(command, input="".join(json.dumps(e) + "\n" for e in minimal),
-                         capture_output=True, text=True)
-    os.unlink(config.name)
+        with tempfile.NamedTemporaryFile("w", suffix=".toml", delete=False) as config:
+            config.write(config_text)
+        config_path = config.name
+        command += ["--config", config_path]
+    try:
+        run = subprocess.run(command, input="".join(json.dumps(e) + "\n" for e in minimal),
+                             capture_output=True, text=True)
+    finally:
+        if config_path:
+            os.unlink(config_path)
     if run.returncode != 0:
         sys.exit(f"reference_rules: {' '.join(command)} failed: {run.stderr.strip()[:500]}")
     return [json.loads(line) for line in run.stdout.splitlines()]
