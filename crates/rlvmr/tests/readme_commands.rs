@@ -87,7 +87,7 @@ fn check(name: &str, markdown: &str, helps: &mut BTreeMap<String, Option<String>
 
 /// README.md and every `docs/*.md`, as (path relative to the repository, text), README first.
 fn documentation() -> Vec<(String, String)> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let root = harness::repo();
     let mut pages: Vec<String> = std::fs::read_dir(root.join("docs"))
         .expect("docs/")
         .map(|entry| entry.expect("docs/ entry").file_name().to_string_lossy().into_owned())
@@ -228,7 +228,7 @@ fn broken_links(page: &str, markdown: &str, pages: &BTreeMap<String, String>, ro
 
 #[test]
 fn every_link_in_the_documentation_resolves() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let root = harness::repo();
     let pages: BTreeMap<String, String> = documentation().into_iter().collect();
     let problems: Vec<String> =
         pages.iter().flat_map(|(page, text)| broken_links(page, text, &pages, &root)).collect();
@@ -239,7 +239,7 @@ fn every_link_in_the_documentation_resolves() {
 
 #[test]
 fn a_broken_link_is_found() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let root = harness::repo();
     let pages: BTreeMap<String, String> = [
         ("docs/a.md".to_string(), "# Page A\n## The comparison under `published`\n".to_string()),
         ("README.md".to_string(), String::new()),
