@@ -131,8 +131,9 @@ impl AdamW {
 
     /// Apply one update with the gradients in `grads`.
     ///
-    /// f32 and f64 parameters are updated by one fused pass over the raw buffers (parameter,
-    /// moments and gradient, in place); other dtypes by tensor ops.
+    /// f32 and f64 parameters in main memory are updated by one fused pass over the raw
+    /// buffers (parameter, moments and gradient, in place); other dtypes, and parameters on a
+    /// GPU, by tensor ops.
     pub fn step(&mut self, grads: &GradStore) -> Result<()> {
         for p in self.params.iter_mut() {
             let Some(g) = grads.get(p.var.as_tensor()) else {
@@ -153,9 +154,10 @@ impl AdamW {
             }
             p.step += 1;
             let scalars = AdamWScalars::new(&self.cfg, p.step);
+            let in_main_memory = p.var.device().is_cpu();
             match dtype {
-                DType::F32 => fused_update::<f32>(p, &g, &scalars)?,
-                DType::F64 => fused_update::<f64>(p, &g, &scalars)?,
+                DType::F32 if in_main_memory => fused_update::<f32>(p, &g, &scalars)?,
+                DType::F64 if in_main_memory => fused_update::<f64>(p, &g, &scalars)?,
                 _ => tensor_update(p, &g, &scalars)?,
             }
         }
@@ -251,7 +253,7 @@ fn fused_update<T: RawFloat>(p: &mut ParamState, g: &Tensor, k: &AdamWScalars) -
     Ok(())
 }
 
-/// The same update with tensor ops, for dtypes the fused loop does not cover.
+/// The same update with tensor ops, for dtypes and devices the fused loop does not cover.
 fn tensor_update(p: &mut ParamState, g: &Tensor, k: &AdamWScalars) -> Result<()> {
     let w = (p.var.as_tensor().detach() * k.decay)?;
     let m = match &p.m {
@@ -285,15 +287,17 @@ fn sum_of_squares(g: &Tensor) -> Result<f64> {
             Ok(chunk_sums.iter().sum())
         })
     }
+    let in_main_memory = g.device().is_cpu();
     match g.dtype() {
-        DType::F32 => run::<f32>(&g),
-        DType::F64 => run::<f64>(&g),
-        _ => Ok(g
-            .to_dtype(DType::F64)?
-            .sqr()?
-            .sum_all()?
-            .to_scalar::<f64>()?),
+        DType::F32 if in_main_memory => run::<f32>(&g),
+        DType::F64 if in_main_memory => run::<f64>(&g),
+        _ => tensor_sum_of_squares(&g),
     }
+}
+
+/// [`sum_of_squares`] by tensor ops, for other dtypes and for gradients on a GPU.
+fn tensor_sum_of_squares(g: &Tensor) -> Result<f64> {
+    Ok(g.to_dtype(DType::F64)?.sqr()?.sum_all()?.to_scalar::<f64>()?)
 }
 
 /// Global L2 norm over the gradients of `vars` present in `grads` (computed in f64).
@@ -483,4 +487,43 @@ pub fn train_step(
         loss: loss_value,
         grad_norm,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use candle_core::Device;
+
+    fn param(name: &str, values: &[f32]) -> ParamState {
+        let var = Var::from_slice(values, values.len(), &Device::Cpu).unwrap();
+        ParamState { name: name.into(), var, m: None, v: None, step: 0 }
+    }
+
+    /// The tensor-op path is what a GPU runs: it must give the fused loop's update.
+    #[test]
+    fn tensor_ops_update_as_the_fused_loop() {
+        let init = [0.5f32, -1.25, 2.0, 0.0, 3.5, -0.75];
+        let cfg = AdamWConfig { lr: 1e-2, weight_decay: 0.1, ..AdamWConfig::default() };
+        let (mut fused, mut plain) = (param("w", &init), param("w", &init));
+        for t in 1..=3u64 {
+            let g: Vec<f32> = init.iter().map(|x| x * t as f32 - 0.3).collect();
+            let g = Tensor::new(g.as_slice(), &Device::Cpu).unwrap();
+            let k = AdamWScalars::new(&cfg, t);
+            fused_update::<f32>(&mut fused, &g, &k).unwrap();
+            tensor_update(&mut plain, &g, &k).unwrap();
+        }
+        let a = fused.var.as_tensor().to_vec1::<f32>().unwrap();
+        let b = plain.var.as_tensor().to_vec1::<f32>().unwrap();
+        for (x, y) in a.iter().zip(&b) {
+            assert!((x - y).abs() <= 1e-6 * x.abs().max(1.0), "fused {a:?} against tensor ops {b:?}");
+        }
+        assert_ne!(a, init.to_vec(), "the parameters moved");
+    }
+
+    #[test]
+    fn tensor_ops_sum_of_squares_as_the_raw_loop() {
+        let g = Tensor::new(&[3f32, -4.0, 0.5, 12.0], &Device::Cpu).unwrap();
+        assert_eq!(sum_of_squares(&g).unwrap(), 169.25);
+        assert_eq!(tensor_sum_of_squares(&g).unwrap(), 169.25);
+    }
 }

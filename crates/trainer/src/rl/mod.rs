@@ -489,6 +489,12 @@ pub fn train_on(config: &RunConfig, provider: &dyn EnvProvider, out: &Path, resu
         let collection = collect(provider, &mut policy, &specs, &collector)?;
         drop(policy);
         seconds.rollout = t.elapsed().as_secs_f64();
+        // Where an iteration takes minutes (a large model, a GPU), say how far it got.
+        eprintln!(
+            "iteration {number}: {} episodes played in {:.0} s; scoring and update next",
+            collection.episodes.len(),
+            seconds.rollout
+        );
 
         let t = Instant::now();
         let scores = score_episodes(config, &collection.episodes)?;

@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# On a GPU machine, from the repository root: run what tools/cuda/pack.sh packed.
+#
+#   tools/cuda/check.sh tests PACK OUT    the policy test binaries with RLVMR_DEVICE=cuda (but
+#                                         those that need the GGUF)
+#   tools/cuda/check.sh train PACK OUT    joins the GGUF's parts (PACK/model.xz.part-a and
+#                                         PACK-b/model.xz.part-b), runs the test binaries that
+#                                         load it on the GPU, then RL iterations of
+#                                         configs/smollm2-gpu.toml from the untrained model:
+#                                         ITERATIONS (default 2) of TASKS games (default 16, the
+#                                         preset's) x 8 rollouts of at most STEPS steps (30)
+#
+# Everything it measures lands in OUT: the test output (tests.log), the run's log and metrics,
+# the GPU's memory in use and utilisation every 250 ms (*-memory.csv). No network there: pip is
+# told not to look (a test that would fetch an asset fails at once instead of retrying).
+set -uo pipefail
+mode=$1 pack=$2 out=$3
+export PIP_NO_INDEX=1 RLVMR_CACHE=/tmp/rlvmr-cache ALFWORLD_DATA=$PWD/$pack/alfworld
+work=/tmp/rlvmr-gpu
+mkdir -p "$work" "$RLVMR_CACHE/models" "$out"
+# The test binaries read their fixtures from the path they were built at.
+[ -e /work/main ] || { mkdir -p /work && ln -s "$PWD" /work/main; }
+[ -x "$work/rlvmr" ] || tar -C "$work" -xJf "$pack/bins.tar.xz"
+# The CUDA 13 libraries the binaries link: the system's, else those PyTorch's wheels brought.
+for lib in libcudart.so.13 libcublas.so.13 libcublasLt.so.13 libcurand.so.10 libnvrtc.so.13; do
+    ldconfig -p | grep -q "$lib" && continue
+    found=$(find /usr/local /opt /usr/lib -name "$lib" 2>/dev/null | head -1)
+    [ -n "$found" ] && export LD_LIBRARY_PATH=$(dirname "$found")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+done
+echo "LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}" >> "$out/summary.txt"
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv > "$out/gpu.txt"
+nproc >> "$out/gpu.txt"
+
+# memory_log NAME: sample the GPU's memory in use into OUT/NAME until killed.
+memory_log() {
+    nvidia-smi --query-gpu=timestamp,memory.used,utilization.gpu --format=csv,noheader,nounits -lms 250 > "$out/$1" &
+    echo $!
+}
+
+# rl_run CONFIG INIT DIR SECONDS: a timed RL run; its metrics and log come back.
+rl_run() {
+    local started=$SECONDS
+    timeout "$4" "$work/rlvmr" train --config "$1" --init "$2" --out "$3" > "$out/$(basename "$3").log" 2>&1
+    echo "$(basename "$3"): rc $? after $((SECONDS - started)) s" >> "$out/summary.txt"
+    cp "$3/metrics.jsonl" "$out/$(basename "$3")-metrics.jsonl" 2>/dev/null
+}
+
+# run_tests NAME SECONDS: one test binary on the GPU, its output appended to OUT/tests.log
+# (a call brings back at most 8 files).
+run_tests() {
+    local started=$SECONDS log=$work/$1.log
+    RLVMR_DEVICE=cuda timeout "$2" "$work/$1" --test-threads=1 > "$log" 2>&1
+    echo "$1: rc $? after $((SECONDS - started)) s; $(grep '^test result' "$log")" >> "$out/summary.txt"
+    { echo "=== $1"; cat "$log"; } >> "$out/tests.log"
+}
+
+# The test binaries that load the embedded SmolLM2 GGUF: `train` runs them, once it is joined.
+GGUF_TESTS="smollm2_reference hf_folder kv_cache tokenizer"
+
+case $mode in
+tests)
+    for name in $(ls "$work"); do
+        case " $GGUF_TESTS rlvmr " in *" $name "*) continue ;; esac
+        run_tests "$name" 60
+    done
+    ;;
+train)
+    cat "$pack/model.xz.part-a" "$pack-b/model.xz.part-b" | xz -dc > "$RLVMR_CACHE/models/SmolLM2-135M-Instruct.Q4_1.gguf" \
+        || { echo "the GGUF's parts are not both here: PACK went with an earlier call to another machine?" | tee "$out/summary.txt"; exit 1; }
+    for name in $GGUF_TESTS; do run_tests "$name" 60; done
+    sed -e "s/^iterations = .*/iterations = ${ITERATIONS:-2}/" -e 's/^final_eval = .*/final_eval = []/' \
+        -e "s/^tasks_per_iter = .*/tasks_per_iter = ${TASKS:-16}/" \
+        -e "s/^max_steps = .*/max_steps = ${STEPS:-30}/" \
+        configs/smollm2-gpu.toml > "$work/smollm2-gpu.toml"
+    mem=$(memory_log smollm2-gpu-memory.csv)
+    rl_run "$work/smollm2-gpu.toml" smollm2-135m-instruct "$work/smollm2-gpu" "${SECONDS_LIMIT:-420}"
+    kill "$mem"
+    ;;
+*) echo "usage: tools/cuda/check.sh tests|train PACK OUT" >&2; exit 2 ;;
+esac
+cat "$out/summary.txt"
