@@ -18,8 +18,9 @@ mode=$1 pack=$2 out=$3
 export PIP_NO_INDEX=1 RLVMR_CACHE=/tmp/rlvmr-cache ALFWORLD_DATA=$PWD/$pack/alfworld
 work=/tmp/rlvmr-gpu
 mkdir -p "$work" "$RLVMR_CACHE/models" "$out"
-# The test binaries read their fixtures from the path they were built at.
-[ -e /work/main ] || { mkdir -p /work && ln -s "$PWD" /work/main; }
+# The test binaries read their fixtures from the repository they were built in.
+built_in=$(cat "$pack/built-in")
+[ -e "$built_in" ] || { mkdir -p "$(dirname "$built_in")" && ln -s "$PWD" "$built_in"; }
 [ -x "$work/rlvmr" ] || tar -C "$work" -xJf "$pack/bins.tar.xz"
 # The CUDA 13 libraries the binaries link: the system's, else those PyTorch's wheels brought.
 for lib in libcudart.so.13 libcublas.so.13 libcublasLt.so.13 libcurand.so.10 libnvrtc.so.13; do
@@ -41,7 +42,8 @@ memory_log() {
 rl_run() {
     local started=$SECONDS
     timeout "$4" "$work/rlvmr" train --config "$1" --init "$2" --out "$3" > "$out/$(basename "$3").log" 2>&1
-    echo "$(basename "$3"): rc $? after $((SECONDS - started)) s" >> "$out/summary.txt"
+    local rc=$?   # 124: stopped at SECONDS
+    echo "$(basename "$3"): rc $rc after $((SECONDS - started)) s" >> "$out/summary.txt"
     cp "$3/metrics.jsonl" "$out/$(basename "$3")-metrics.jsonl" 2>/dev/null
 }
 

@@ -35,6 +35,7 @@ for line in sys.stdin:
     strip --strip-debug -o "$staging/$name" "$exe"
 done
 tar -C "$staging" -cf - . | xz -T2 -6 --lzma2=dict=512MiB > "$pack/bins.tar.xz"
+pwd > "$pack/built-in"   # where the test binaries look for their fixtures
 
 zip_in=${ALFWORLD_ZIP:-../shared/alfworld/json_2.1.1.zip}
 python3 - "$zip_in" "$pack/alfworld/json_2.1.1.zip" "$stride" <<'PY'
