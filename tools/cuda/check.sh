@@ -16,12 +16,12 @@
 set -uo pipefail
 mode=$1 pack=$2 out=$3
 export PIP_NO_INDEX=1 RLVMR_CACHE=/tmp/rlvmr-cache ALFWORLD_DATA=$PWD/$pack/alfworld
-work=/tmp/rlvmr-gpu
-mkdir -p "$work" "$RLVMR_CACHE/models" "$out"
+work=/tmp/rlvmr-gpu bins=/tmp/rlvmr-gpu/bin   # bins: the unpacked binaries alone
+mkdir -p "$bins" "$RLVMR_CACHE/models" "$out"
 # The test binaries read their fixtures from the repository they were built in.
 built_in=$(cat "$pack/built-in")
 [ -e "$built_in" ] || { mkdir -p "$(dirname "$built_in")" && ln -s "$PWD" "$built_in"; }
-[ -x "$work/rlvmr" ] || tar -C "$work" -xJf "$pack/bins.tar.xz"
+[ -x "$bins/rlvmr" ] || tar -C "$bins" -xJf "$pack/bins.tar.xz"
 # The CUDA 13 libraries the binaries link: the system's, else those PyTorch's wheels brought.
 for lib in libcudart.so.13 libcublas.so.13 libcublasLt.so.13 libcurand.so.10 libnvrtc.so.13; do
     ldconfig -p | grep -q "$lib" && continue
@@ -41,7 +41,7 @@ memory_log() {
 # rl_run CONFIG INIT DIR SECONDS: a timed RL run; its metrics and log come back.
 rl_run() {
     local started=$SECONDS
-    timeout "$4" "$work/rlvmr" train --config "$1" --init "$2" --out "$3" > "$out/$(basename "$3").log" 2>&1
+    timeout "$4" "$bins/rlvmr" train --config "$1" --init "$2" --out "$3" > "$out/$(basename "$3").log" 2>&1
     local rc=$?   # 124: stopped at SECONDS
     echo "$(basename "$3"): rc $rc after $((SECONDS - started)) s" >> "$out/summary.txt"
     cp "$3/metrics.jsonl" "$out/$(basename "$3")-metrics.jsonl" 2>/dev/null
@@ -51,7 +51,7 @@ rl_run() {
 # (a call brings back at most 8 files).
 run_tests() {
     local started=$SECONDS log=$work/$1.log
-    RLVMR_DEVICE=cuda timeout "$2" "$work/$1" --test-threads=1 > "$log" 2>&1
+    RLVMR_DEVICE=cuda timeout "$2" "$bins/$1" --test-threads=1 > "$log" 2>&1
     echo "$1: rc $? after $((SECONDS - started)) s; $(grep '^test result' "$log")" >> "$out/summary.txt"
     { echo "=== $1"; cat "$log"; } >> "$out/tests.log"
 }
@@ -61,7 +61,7 @@ GGUF_TESTS="smollm2_reference hf_folder kv_cache tokenizer"
 
 case $mode in
 tests)
-    for name in $(ls "$work"); do
+    for name in $(ls "$bins"); do
         case " $GGUF_TESTS rlvmr " in *" $name "*) continue ;; esac
         run_tests "$name" 60
     done
