@@ -87,6 +87,10 @@ enum Command {
     /// The final L0/L1/L2 evaluations of several runs as one table, seeds of a method pooled
     /// (mean ± standard deviation).
     Compare(report_cmd::CompareArgs),
+    /// Where a run's advantages went: its training steps pooled over iterations by the
+    /// episode's outcome, the step's tag and its meta-reasoning reward, with each cell's mean
+    /// advantage and the share the update made more likely.
+    Advantages(report_cmd::AdvantagesArgs),
     /// ALFWorld: replay, play, expert, benchmark.
     Alfworld {
         #[command(subcommand)]
@@ -305,6 +309,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Command::Report(args) => report_cmd::run(args),
         Command::View(args) => view_cmd::run(args),
         Command::Compare(args) => report_cmd::compare(args),
+        Command::Advantages(args) => report_cmd::advantages(args),
         Command::Sciworld { command } => sciworld_cmd::run(command),
         Command::Alfworld { command } => match command {
             AlfworldCommand::Replay { data } => replay(&data),

@@ -49,3 +49,22 @@ pub fn compare(args: CompareArgs) -> Result<ExitCode> {
     println!("{}", trainer::report::comparison(&args.runs)?);
     Ok(ExitCode::SUCCESS)
 }
+
+#[derive(clap::Args)]
+pub struct AdvantagesArgs {
+    /// Run directories of `rlvmr train` (each holds rollouts/NNNN.jsonl.gz): one table each.
+    #[arg(required = true)]
+    runs: Vec<PathBuf>,
+    /// The iterations to pool, as `7` or `11-20` (default: every iteration written).
+    #[arg(long)]
+    iterations: Option<trainer::credit::IterationRange>,
+}
+
+/// `rlvmr advantages`: each run's advantages by episode outcome, tag and meta-reasoning reward.
+pub fn advantages(args: AdvantagesArgs) -> Result<ExitCode> {
+    for run in &args.runs {
+        let credit = trainer::credit::read(run, args.iterations)?;
+        println!("{}", trainer::credit::table(&credit));
+    }
+    Ok(ExitCode::SUCCESS)
+}

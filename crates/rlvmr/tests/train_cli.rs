@@ -212,6 +212,25 @@ fn the_smoke_preset_writes_metrics_rollouts_checkpoints_and_the_final_model() {
     assert_eq!(code, 2);
     assert!(err.contains("metrics.jsonl"), "{err}");
 
+    // `rlvmr advantages`: every trained step in one cell; iterations it lacks and folders
+    // without rollouts are named.
+    let (code, stdout, err) = rlvmr(&["advantages", out.to_str().unwrap(), "--iterations", "1-2"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(stdout.contains("iterations 1-2 (16 episodes,"), "{stdout}");
+    let cell_steps: usize = stdout
+        .lines()
+        .filter(|l| l.starts_with("| lost |") || l.starts_with("| won |"))
+        .map(|l| l.split('|').nth(4).unwrap().trim().parse::<usize>().unwrap())
+        .sum();
+    let trained_steps: u64 = iterations.iter().map(|l| l["samples"].as_u64().unwrap()).sum();
+    assert_eq!(cell_steps as u64, trained_steps, "{stdout}");
+    let (code, _, err) = rlvmr(&["advantages", out.to_str().unwrap(), "--iterations", "2-3"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("no rollouts of iteration 3 (it has iterations 1-2)"), "{err}");
+    let (code, _, err) = rlvmr(&["advantages", dir.to_str().unwrap()]);
+    assert_eq!(code, 2);
+    assert!(err.contains("not a `rlvmr train` run"), "{err}");
+
     // The final model is one `rlvmr eval` reads with its own prompt settings.
     let (code, stdout, err) = rlvmr(&[
         "eval", "--env", "alfworld", "--split", "L2", "--policy", out.join("final").to_str().unwrap(),

@@ -15,6 +15,7 @@ pub mod checkpoints;
 pub mod coldstart;
 pub mod collector;
 pub mod config;
+pub mod credit;
 pub mod envs;
 pub mod error;
 pub mod eval;
