@@ -206,6 +206,21 @@ mod tests {
         }
     }
 
+    proptest::proptest! {
+        #[test]
+        fn any_range_reads_back_and_any_text_is_a_value_or_a_message(first in 1usize..100_000, span in 0usize..1000, text in ".{0,12}") {
+            let last = first + span;
+            proptest::prop_assert_eq!(format!("{first}-{last}").parse(), Ok(IterationRange { first, last }));
+            match text.parse::<IterationRange>() {
+                Ok(range) => proptest::prop_assert!(range.first >= 1 && range.first <= range.last),
+                Err(message) => {
+                    let quoted = format!("`{}`", text);
+                    proptest::prop_assert!(message.contains(&quoted), "{}", message);
+                }
+            }
+        }
+    }
+
     #[test]
     fn steps_fall_into_cells_by_outcome_tag_and_reward() {
         let episodes = [
