@@ -9,6 +9,11 @@
 #                                 METHODS="rlvmr grpo-tagged grpo gigpo", SEEDS=0,
 #                                 THINK_SEEDS=0, LANES=2)
 #
+# Two diagnostic methods, RLVMR with one reward changed (issue 32 point 5), run in the
+# tagged lane from the same model: rlvmr-noexplore (`exploration_reward = 0`) and
+# rlvmr-newtarget (`exploration = "new_target"`, the paper's rule); they are not in the
+# default METHODS.
+#
 # rlvmr and grpo-tagged start from one tagged SFT model: TAGGED_SFT when it exists (the main
 # job's; the same config and seed make the same model), else the one the rlvmr run makes
 # first; they run once per seed in SEEDS. grpo's seed-0 run makes its own `<think>` cold
@@ -49,6 +54,10 @@ long_config() {
 }
 long_config > "$OUT/tagged.toml"
 sed -e 's/^\[prompt\]$/[prompt]\nstyle = "think"/' "$OUT/tagged.toml" > "$OUT/think.toml"
+# The diagnostics: the tagged preset with one [reward] key (the preset has no [reward] section).
+grep -q '^\[reward\]' "$OUT/tagged.toml" && { echo "configs/cpu-l2.toml has a [reward] section: cannot add the diagnostics' one" >&2; exit 2; }
+printf '%s\n[reward]\nexploration_reward = 0.0\n' "$(cat "$OUT/tagged.toml")" > "$OUT/tagged-noexplore.toml"
+printf '%s\n[reward]\nexploration = "new_target"\n' "$(cat "$OUT/tagged.toml")" > "$OUT/tagged-newtarget.toml"
 for f in tagged think; do
     grep -q "^eval_levels" "$OUT/$f.toml" && grep -q "^iterations = $ITERATIONS" "$OUT/$f.toml" \
         || { echo "configs/cpu-l2.toml changed shape: cannot make $OUT/$f.toml" >&2; exit 2; }
@@ -65,6 +74,8 @@ run() {
     case $method in
         grpo-tagged) algo=grpo ;;
         grpo | gigpo) style=think ;;
+        rlvmr-noexplore) algo=rlvmr style=tagged-noexplore ;;
+        rlvmr-newtarget) algo=rlvmr style=tagged-newtarget ;;
     esac
     if [ -d "$dir/checkpoints" ]; then
         local planned
@@ -94,7 +105,7 @@ fi
 # The tagged lane: RLVMR and GRPO with the four tags, seed by seed, from one SFT model.
 tagged_lane() {
     for seed in $SEEDS; do
-        for method in rlvmr grpo-tagged; do
+        for method in rlvmr grpo-tagged rlvmr-noexplore rlvmr-newtarget; do
             if wanted "$method"; then run "$method" "$seed" "$TAGGED_SFT"; fi
         done
     done
@@ -128,7 +139,7 @@ else
     think_lane
 fi
 dirs=()
-for method in rlvmr grpo-tagged grpo gigpo; do
+for method in rlvmr grpo-tagged rlvmr-noexplore rlvmr-newtarget grpo gigpo; do
     for run_dir in "$OUT/$method" "$OUT/$method"-seed*; do
         if wanted "$method" && [ -f "$run_dir/config.toml" ]; then dirs+=("$run_dir"); fi
     done
