@@ -3,8 +3,9 @@
 //! them over a range of iterations by the episode's outcome (won or lost), the step's tag and
 //! whether the step earned a meta-reasoning reward, and tells how many steps each cell holds,
 //! their mean advantage and how many were pushed up (advantage > 0). It answers which
-//! behaviour a run reinforces in the episodes it loses: under GRPO every step of a lost
-//! episode shares one negative advantage; under GRPO-MR a paid step can come out positive.
+//! behaviour a run reinforces in the episodes it loses: under GRPO a step's advantage is its
+//! episode's outcome (less its own format penalty) normalised in the group, negative in a lost
+//! episode unless the whole group lost; under GRPO-MR a paid step can come out positive.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
