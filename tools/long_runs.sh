@@ -54,10 +54,12 @@ long_config() {
 }
 long_config > "$OUT/tagged.toml"
 sed -e 's/^\[prompt\]$/[prompt]\nstyle = "think"/' "$OUT/tagged.toml" > "$OUT/think.toml"
-# The diagnostics: the tagged preset with one [reward] key (the preset has no [reward] section).
+# diagnostic NAME KEY: the tagged preset with one [reward] key, as OUT/tagged-NAME.toml (the
+# preset has no [reward] section); method rlvmr-NAME runs it.
 grep -q '^\[reward\]' "$OUT/tagged.toml" && { echo "configs/cpu-l2.toml has a [reward] section: cannot add the diagnostics' one" >&2; exit 2; }
-printf '%s\n[reward]\nexploration_reward = 0.0\n' "$(cat "$OUT/tagged.toml")" > "$OUT/tagged-noexplore.toml"
-printf '%s\n[reward]\nexploration = "new_target"\n' "$(cat "$OUT/tagged.toml")" > "$OUT/tagged-newtarget.toml"
+diagnostic() { printf '%s\n[reward]\n%s\n' "$(cat "$OUT/tagged.toml")" "$2" > "$OUT/tagged-$1.toml"; }
+diagnostic noexplore 'exploration_reward = 0.0'
+diagnostic newtarget 'exploration = "new_target"'
 for f in tagged think; do
     grep -q "^eval_levels" "$OUT/$f.toml" && grep -q "^iterations = $ITERATIONS" "$OUT/$f.toml" \
         || { echo "configs/cpu-l2.toml changed shape: cannot make $OUT/$f.toml" >&2; exit 2; }
@@ -74,8 +76,7 @@ run() {
     case $method in
         grpo-tagged) algo=grpo ;;
         grpo | gigpo) style=think ;;
-        rlvmr-noexplore) algo=rlvmr style=tagged-noexplore ;;
-        rlvmr-newtarget) algo=rlvmr style=tagged-newtarget ;;
+        rlvmr-*) algo=rlvmr style=tagged-${method#rlvmr-} ;;
     esac
     if [ -d "$dir/checkpoints" ]; then
         local planned

@@ -12,6 +12,7 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use crate::error::{Result, TrainerError};
+use crate::rl::{rollouts_file, rollouts_folder};
 use crate::view::{read_source, ViewEpisode};
 
 /// A first and a last iteration, both included.
@@ -102,7 +103,7 @@ pub fn tally(episodes: &[ViewEpisode], cells: &mut BTreeMap<CellKey, Cell>) -> s
 /// The rollouts of `run` (a `rlvmr train` directory) over `range`, or over every iteration it
 /// has written when `range` is `None`.
 pub fn read(run: &Path, range: Option<IterationRange>) -> Result<Credit> {
-    let folder = run.join("rollouts");
+    let folder = rollouts_folder(run);
     if !folder.is_dir() {
         return Err(TrainerError::Invalid(format!("{}: not a `rlvmr train` run (no rollouts folder)", run.display())));
     }
@@ -123,7 +124,7 @@ pub fn read(run: &Path, range: Option<IterationRange>) -> Result<Credit> {
     let mut cells = BTreeMap::new();
     let mut episodes = 0;
     for iteration in range.first..=range.last {
-        let path = folder.join(format!("{iteration:04}.jsonl.gz"));
+        let path = rollouts_file(&folder, iteration);
         let source = read_source(&path, false)?;
         tally(&source.episodes, &mut cells).map_err(|message| TrainerError::Invalid(format!("{}: {message}", path.display())))?;
         episodes += source.episodes.len();

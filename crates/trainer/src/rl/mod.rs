@@ -307,11 +307,21 @@ fn truncate_metrics(dir: &RunDir, iterations: usize) -> Result<()> {
     write_file_atomically(&path, kept.as_bytes())
 }
 
+/// The folder of a run's scored episodes, one file per iteration ([`rollouts_file`]).
+pub fn rollouts_folder(run: &Path) -> PathBuf {
+    run.join("rollouts")
+}
+
+/// Iteration `iteration`'s scored episodes in [`rollouts_folder`], gzipped JSON lines.
+pub fn rollouts_file(folder: &Path, iteration: usize) -> PathBuf {
+    folder.join(format!("{iteration:04}.jsonl.gz"))
+}
+
 /// Writes an iteration's scored episodes, gzipped.
 fn write_rollouts(dir: &RunDir, iteration: usize, episodes: &[EpisodeRecord], scores: &[Vec<ScoredStep>]) -> Result<()> {
-    let folder = dir.file("rollouts");
+    let folder = rollouts_folder(dir.path());
     std::fs::create_dir_all(&folder).map_err(|e| TrainerError::io(&folder, e))?;
-    let path = folder.join(format!("{iteration:04}.jsonl.gz"));
+    let path = rollouts_file(&folder, iteration);
     let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
     for (episode, scored) in episodes.iter().zip(scores) {
         let line = serde_json::to_string(&scored_line(episode, scored)?)
