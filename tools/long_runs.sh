@@ -9,10 +9,14 @@
 #                                 METHODS="rlvmr grpo-tagged grpo gigpo", SEEDS=0,
 #                                 THINK_SEEDS=0, LANES=2)
 #
-# Two diagnostic methods, RLVMR with one reward changed (issue 32 point 5), run in the
-# tagged lane from the same model: rlvmr-noexplore (`exploration_reward = 0`) and
-# rlvmr-newtarget (`exploration = "new_target"`, the paper's rule); they are not in the
-# default METHODS.
+# Variants, each the tagged preset with one setting changed, run in the tagged lane from the
+# same model (not in the default METHODS): rlvmr-noexplore (`[reward] exploration_reward =
+# 0`) and rlvmr-newtarget (`[reward] exploration = "new_target"`, the paper's rule), issue 32's
+# diagnostics; rlvmr-kl and grpo-tagged-kl (`[rl] kl_coef = 0.01`, the authors' k3 KL term to
+# the SFT model); rlvmr-nolift (`[advantage] tag_lift = "won_only"`: this project's variant,
+# the tag term may not lift a lost episode's steps; docs/method.md); rlvmr-planonly
+# (`exploration_reward = 0`, `reflection_reward = 0`: the planning reward alone, what the
+# authors' code pays on replies laid out as their prompts ask; docs/training.md).
 #
 # rlvmr and grpo-tagged start from one tagged SFT model: TAGGED_SFT when it exists (the main
 # job's; the same config and seed make the same model), else the one the rlvmr run makes
@@ -54,12 +58,19 @@ long_config() {
 }
 long_config > "$OUT/tagged.toml"
 sed -e 's/^\[prompt\]$/[prompt]\nstyle = "think"/' "$OUT/tagged.toml" > "$OUT/think.toml"
-# diagnostic NAME KEY: the tagged preset with one [reward] key, as OUT/tagged-NAME.toml (the
-# preset has no [reward] section); method rlvmr-NAME runs it.
-grep -q '^\[reward\]' "$OUT/tagged.toml" && { echo "configs/cpu-l2.toml has a [reward] section: cannot add the diagnostics' one" >&2; exit 2; }
-diagnostic() { printf '%s\n[reward]\n%s\n' "$(cat "$OUT/tagged.toml")" "$2" > "$OUT/tagged-$1.toml"; }
-diagnostic noexplore 'exploration_reward = 0.0'
-diagnostic newtarget 'exploration = "new_target"'
+# variant NAME SECTION KEY: the tagged preset with one key added in a section the preset lacks,
+# as OUT/tagged-NAME.toml; methods rlvmr-NAME and grpo-tagged-NAME run it.
+variant() {
+    grep -q "^\[$2\]" "$OUT/tagged.toml" && { echo "configs/cpu-l2.toml has a [$2] section: cannot add variant $1's" >&2; exit 2; }
+    printf '%s\n[%s]\n%s\n' "$(cat "$OUT/tagged.toml")" "$2" "$3" > "$OUT/tagged-$1.toml"
+}
+variant noexplore reward 'exploration_reward = 0.0'
+variant newtarget reward 'exploration = "new_target"'
+variant nolift advantage 'tag_lift = "won_only"'
+variant planonly reward $'exploration_reward = 0.0\nreflection_reward = 0.0'
+# The KL variant changes a key the preset has.
+sed -e 's/^kl_coef = .*/kl_coef = 0.01/' "$OUT/tagged.toml" > "$OUT/tagged-kl.toml"
+grep -q '^kl_coef = 0.01$' "$OUT/tagged-kl.toml" || { echo "configs/cpu-l2.toml has no [rl] kl_coef: cannot make the KL variant" >&2; exit 2; }
 for f in tagged think; do
     grep -q "^eval_levels" "$OUT/$f.toml" && grep -q "^iterations = $ITERATIONS" "$OUT/$f.toml" \
         || { echo "configs/cpu-l2.toml changed shape: cannot make $OUT/$f.toml" >&2; exit 2; }
@@ -75,6 +86,7 @@ run() {
     local dir=$OUT/$(name "$1" "$2")
     case $method in
         grpo-tagged) algo=grpo ;;
+        grpo-tagged-*) algo=grpo style=tagged-${method#grpo-tagged-} ;;
         grpo | gigpo) style=think ;;
         rlvmr-*) algo=rlvmr style=tagged-${method#rlvmr-} ;;
     esac
@@ -95,6 +107,11 @@ run() {
 }
 
 wanted() { [[ " $METHODS " == *" $1 "* ]]; }
+# Every method of the tagged lane, in the order a seed runs them.
+TAGGED_METHODS="rlvmr grpo-tagged rlvmr-noexplore rlvmr-newtarget rlvmr-planonly rlvmr-nolift rlvmr-kl grpo-tagged-kl"
+for method in $METHODS; do
+    [[ " $TAGGED_METHODS grpo gigpo " == *" $method "* ]] || { echo "unknown method $method (known: $TAGGED_METHODS grpo gigpo)" >&2; exit 2; }
+done
 
 # Without the main job's SFT model, the first tagged run makes it (cold start and SFT in
 # its own folder) before the others start.
@@ -106,7 +123,7 @@ fi
 # The tagged lane: RLVMR and GRPO with the four tags, seed by seed, from one SFT model.
 tagged_lane() {
     for seed in $SEEDS; do
-        for method in rlvmr grpo-tagged rlvmr-noexplore rlvmr-newtarget; do
+        for method in $TAGGED_METHODS; do
             if wanted "$method"; then run "$method" "$seed" "$TAGGED_SFT"; fi
         done
     done
@@ -140,7 +157,7 @@ else
     think_lane
 fi
 dirs=()
-for method in rlvmr grpo-tagged rlvmr-noexplore rlvmr-newtarget grpo gigpo; do
+for method in $TAGGED_METHODS grpo gigpo; do
     for run_dir in "$OUT/$method" "$OUT/$method"-seed*; do
         if wanted "$method" && [ -f "$run_dir/config.toml" ]; then dirs+=("$run_dir"); fi
     done

@@ -14,6 +14,15 @@ copied into this project. Per step it compares:
     (mean_std_norm, w = 1, the ALFWorld RLVMR script's settings) against `advantage`.
 once with this project's defaults and once with `validity = "reference"` and
 `matching = "reference"`, and prints every kind of disagreement with an example.
+
+With `--layout lines` (issue 40) every reply is first rewritten into the layout of the authors'
+prompts, each tag's body and the action on lines of their own
+(`<explore>\nbody\n</explore>\n<action>\ngo to desk 1\n</action>`), and scored that way by
+both; it then also prints, per tag, the share of steps each side pays: their code on the
+rewritten replies against this project's default rules on the same steps, and, where the
+rollouts record the reward their run trained on (`mr_reward`), on how many steps that reward
+equals theirs: run on the rollouts of `rlvmr-planonly` (tools/long_runs.sh), it checks step
+for step that the planning reward alone is what their code pays in that layout.
 """
 import argparse
 import ast
@@ -108,6 +117,66 @@ def as_list(value):
 
 def as_bool(value):
     return value is True or value == "True" or value == "true"
+
+
+LAYOUT_BLOCKS = ("planning", "explore", "reflection", "monitor", "action")
+
+
+def in_lines_layout(output):
+    """The reply with each block's body on a line of its own, as the authors' prompts lay it
+    out: `<tag>body</tag>` becomes `<tag>\nbody\n</tag>`."""
+    for name in LAYOUT_BLOCKS:
+        output = output.replace(f"<{name}>", f"<{name}>\n").replace(f"</{name}>", f"\n</{name}>")
+    return output
+
+
+def rewrite_layout(episodes):
+    rewritten = []
+    for episode in episodes:
+        steps = [dict(step, output=in_lines_layout(step["output"])) for step in episode["steps"]]
+        rewritten.append(dict(episode, steps=steps))
+    return rewritten
+
+
+class Payouts:
+    """Per tag, how many valid steps carry it and how many of them each side pays."""
+
+    def __init__(self):
+        self.counts = collections.Counter()
+        self.first_difference = None
+
+    def add(self, ours, theirs, written):
+        for our_episode, their_steps, episode in zip(ours, theirs, written):
+            for index, (our, their, step) in enumerate(zip(our_episode["steps"], their_steps, episode["steps"])):
+                if "mr_reward" in step:
+                    # The reward the run itself trained on, recorded in its rollouts.
+                    self.counts["recorded"] += 1
+                    if abs(float(step["mr_reward"]) - their["reward"]) <= TOLERANCE:
+                        self.counts["recorded agree"] += 1
+                    elif self.first_difference is None:
+                        self.first_difference = (episode["uid"], index, step["mr_reward"], their["reward"], step["output"])
+                tag = our.get("tag")
+                if tag in (None, "none"):
+                    continue
+                self.counts[(tag, "steps")] += 1
+                self.counts[(tag, "ours")] += float(our["mr_reward"]) > 0
+                self.counts[(tag, "theirs")] += their["reward"] > 0
+
+    def print(self):
+        print("\npaid steps per tag (our tag of each valid step): this project's default rules on the"
+              " original replies | the authors' code on the replies in their layout")
+        for tag in ("planning", "explore", "reflection", "monitor"):
+            steps = self.counts[(tag, "steps")]
+            if steps:
+                ours, theirs = self.counts[(tag, "ours")], self.counts[(tag, "theirs")]
+                print(f"  {tag}: {steps} steps; ours pay {ours} ({ours / steps:.1%}), theirs pay {theirs} ({theirs / steps:.1%})")
+        recorded = self.counts["recorded"]
+        if recorded:
+            agree = self.counts["recorded agree"]
+            print(f"the reward each run trained on (recorded in its rollouts) equals theirs on {agree} of {recorded} steps")
+            if self.first_difference:
+                uid, index, mine, their, output = self.first_difference
+                print(f"  first difference: {uid} step {index}: recorded {mine}, theirs {their}; reply {output[:160]!r}")
 
 
 def score_with_rlvmr(binary, episodes, config_text):
@@ -224,6 +293,8 @@ def main():
     parser.add_argument("--rlvmr", default="target/release/rlvmr", help="the rlvmr binary")
     parser.add_argument("rollouts", nargs="+",
                         help="rollouts/NNNN.jsonl.gz files of runs; each file (one iteration) is scored alone")
+    parser.add_argument("--layout", choices=("as-written", "lines"), default="as-written",
+                        help="lines: rewrite every reply into the authors' layout before scoring")
     args = parser.parse_args()
     real_torch = stub_missing_modules()
     core_path, projection_path = find_reference(args.ref)
@@ -235,15 +306,22 @@ def main():
     defaults = Agreement("defaults (validity = strict, matching = parsed)")
     reference = Agreement('validity = "reference", matching = "reference"')
     episode_count = 0
+    payouts = Payouts()
     for path in args.rollouts:
-        episodes = read_episodes([path])
+        written = read_episodes([path])
+        episodes = rewrite_layout(written) if args.layout == "lines" else written
         episode_count += len(episodes)
         theirs = score_with_reference(core, projection, episodes, real_torch)
-        defaults.add(score_with_rlvmr(args.rlvmr, episodes, ""), theirs, episodes)
+        ours_by_default = score_with_rlvmr(args.rlvmr, episodes, "")
+        defaults.add(ours_by_default, theirs, episodes)
         reference.add(score_with_rlvmr(args.rlvmr, episodes, REFERENCE_CONFIG), theirs, episodes)
-    print(f"{episode_count} episodes from {len(args.rollouts)} files")
+        if args.layout == "lines":
+            payouts.add(score_with_rlvmr(args.rlvmr, written, ""), theirs, written)
+    print(f"{episode_count} episodes from {len(args.rollouts)} files, replies {args.layout}")
     defaults.print()
     reference.print()
+    if args.layout == "lines":
+        payouts.print()
 
 
 if __name__ == "__main__":

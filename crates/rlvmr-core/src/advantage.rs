@@ -64,6 +64,27 @@
 //!
 //! Defaults: `w = 1`, `alpha = 0.5`, `gamma = 0.95`, `epsilon = 1e-6`.
 //!
+//! # The tag term in lost episodes (`tag_lift`, this project's variant, not the paper's)
+//!
+//! With `tag_lift = always` (default: the paper and the reference code) the formulas above hold
+//! as written. With `tag_lift = won_only`, GRPO-MR lets the tag term lift a step only in a won
+//! episode; in a lost one it can only lower it:
+//!
+//! ```text
+//! T'_i = T_i             if the episode of i was won
+//! T'_i = min(T_i, 0)     if it was lost
+//! ```
+//!
+//! and `T'_i` replaces `T_i` in the combination (both forms). Why: under `always`, the paid
+//! `explore` steps of lost episodes sit above their (uid, explore) group's mean, so their tag
+//! term outweighs the negative outcome term (and is the whole advantage in a group where every
+//! episode lost), and the policy is taught to wander in the games it fails (`rlvmr advantages`,
+//! docs/training.md). `won_only` keeps what the process reward says against a lost step (an
+//! explore step that repeats an action, a plan in a lost episode) and keeps the order of a lost
+//! episode's steps, but no step of a lost episode ends above its outcome term. The `step`
+//! component reported is `T_i`, before the bound. GRPO, GiGPO and RLOO have no tag term and are
+//! unchanged.
+//!
 //! Episodes without steps have no samples and contribute nothing to any statistic. Empty input
 //! gives empty output. Rewards must be finite ([`AdvantageError::NonFinite`] otherwise); outputs
 //! are then finite as long as the rewards are of sane magnitude (|x| far below 1e150, so that
@@ -123,6 +144,17 @@ pub enum TagScope {
     Batch,
 }
 
+/// Whether GRPO-MR's tag term may lift the steps of a lost episode (see the module docs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TagLift {
+    /// The tag term as published: `E + w * T` for every step.
+    #[default]
+    Always,
+    /// This project's variant: in a lost episode the tag term is `min(T, 0)`.
+    WonOnly,
+}
+
 /// Advantage settings. `Default` is the reference code's GRPO-MR.
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -131,6 +163,8 @@ pub struct AdvantageConfig {
     pub form: Form,
     pub norm: Norm,
     pub tag_scope: TagScope,
+    /// Whether the tag term may lift a lost episode's steps (GRPO-MR only).
+    pub tag_lift: TagLift,
     /// Weight of the tag term (GRPO-MR, reference form) or of the step term (GiGPO).
     pub w: f64,
     /// Weight of the episode term in the paper form of GRPO-MR, in `[0, 1]`.
@@ -148,6 +182,7 @@ impl Default for AdvantageConfig {
             form: Form::Reference,
             norm: Norm::MeanStdNorm,
             tag_scope: TagScope::Uid,
+            tag_lift: TagLift::Always,
             w: 1.0,
             alpha: 0.5,
             gamma: 0.95,
@@ -272,6 +307,11 @@ pub fn compute_advantage_terms(config: &AdvantageConfig, episodes: &[EpisodeRewa
         }
     };
 
+    // The tag term as combined: bounded above by 0 in lost episodes under `won_only`.
+    let lifted = |won: bool, s: f64| match (config.algo, config.tag_lift) {
+        (Algo::GrpoMr, TagLift::WonOnly) if !won => s.min(0.0),
+        _ => s,
+    };
     let combine = |e: f64, s: f64| match (config.algo, config.form) {
         (Algo::GrpoMr, Form::Reference) | (Algo::Gigpo, _) => e + config.w * s,
         (Algo::GrpoMr, Form::Paper) => config.alpha * e + (1.0 - config.alpha) * s,
@@ -281,7 +321,7 @@ pub fn compute_advantage_terms(config: &AdvantageConfig, episodes: &[EpisodeRewa
     let mut out: Vec<Vec<AdvantageTerms>> = episodes.iter().map(|ep| Vec::with_capacity(ep.steps.len())).collect();
     for (k, &(e, _)) in samples.iter().enumerate() {
         let (episode, step) = (episode_term[k], step_term[k]);
-        out[e].push(AdvantageTerms { episode, step, advantage: combine(episode, step) });
+        out[e].push(AdvantageTerms { episode, step, advantage: combine(episode, lifted(episodes[e].won, step)) });
     }
     Ok(out)
 }
@@ -484,6 +524,22 @@ mod tests {
         let half = AdvantageConfig { w: 0.5, ..AdvantageConfig::default() };
         let a = compute_advantages(&half, &r).unwrap();
         close(&flat(&a), &[EP_A + 0.5 * TAG_P, EP_A + 0.5 * ONE, EP_B0 - 0.5 * TAG_P, EP_B1, EP_B0 + 0.5 * ONE]);
+    }
+
+    #[test]
+    fn won_only_keeps_the_tag_term_of_lost_steps_at_or_below_zero() {
+        // The example under `tag_lift = won_only`: A (won) is unchanged; in B (lost) the plan's
+        // negative tag term stays, the paid reflection's positive one (ONE) is cut to 0.
+        let r = rewards(&example());
+        let won_only = AdvantageConfig { tag_lift: TagLift::WonOnly, ..AdvantageConfig::default() };
+        let terms = compute_advantage_terms(&won_only, &r).unwrap();
+        let tag: Vec<f64> = terms.iter().flatten().map(|t| t.step).collect();
+        close(&tag, &[TAG_P, ONE, -TAG_P, 0.0, ONE]);
+        let a: Vec<f64> = terms.iter().flatten().map(|t| t.advantage).collect();
+        close(&a, &[EP_A + TAG_P, EP_A + ONE, EP_B0 - TAG_P, EP_B1, EP_B0]);
+        // GRPO has no tag term: the setting changes nothing.
+        let grpo = |tag_lift| AdvantageConfig { algo: Algo::Grpo, tag_lift, ..AdvantageConfig::default() };
+        assert_eq!(compute_advantages(&grpo(TagLift::WonOnly), &r), compute_advantages(&grpo(TagLift::Always), &r));
     }
 
     #[test]
@@ -694,11 +750,13 @@ mod tests {
     fn config_defaults_and_serde() {
         let c = AdvantageConfig::default();
         assert_eq!((c.algo, c.form, c.norm, c.tag_scope), (Algo::GrpoMr, Form::Reference, Norm::MeanStdNorm, TagScope::Uid));
+        assert_eq!(c.tag_lift, TagLift::Always);
         assert_eq!((c.w, c.alpha, c.gamma, c.epsilon), (1.0, 0.5, 0.95, 1e-6));
         let map = |pairs: Vec<(&'static str, f64)>| -> MapDeserializer<'static, _, DeError> { MapDeserializer::new(pairs.into_iter()) };
         let parsed = AdvantageConfig::deserialize(map(vec![("gamma", 0.9), ("w", 2.0)])).unwrap();
         assert_eq!(parsed, AdvantageConfig { gamma: 0.9, w: 2.0, ..AdvantageConfig::default() });
         assert!(AdvantageConfig::deserialize(map(vec![("gama", 0.9)])).is_err());
+        assert_eq!(TagLift::deserialize(StrDeserializer::<DeError>::new("won_only")).unwrap(), TagLift::WonOnly);
         let s = |v: &'static str| StrDeserializer::<DeError>::new(v);
         assert_eq!(Algo::deserialize(s("grpo_mr")).unwrap(), Algo::GrpoMr);
         assert_eq!(Algo::deserialize(s("gigpo")).unwrap(), Algo::Gigpo);
@@ -753,16 +811,18 @@ mod tests {
                 prop_oneof![Just(Form::Reference), Just(Form::Paper)],
                 prop_oneof![Just(Norm::MeanStdNorm), Just(Norm::MeanNorm)],
                 prop_oneof![Just(TagScope::Uid), Just(TagScope::Batch)],
+                prop_oneof![Just(TagLift::Always), Just(TagLift::WonOnly)],
                 -3.0..3.0f64,
                 0.0..=1.0f64,
                 0.0..=1.0f64,
                 prop_oneof![Just(1e-6), 1e-12..1.0f64],
             )
-                .prop_map(|(algo, form, norm, tag_scope, w, alpha, gamma, epsilon)| AdvantageConfig {
+                .prop_map(|(algo, form, norm, tag_scope, tag_lift, w, alpha, gamma, epsilon)| AdvantageConfig {
                     algo,
                     form,
                     norm,
                     tag_scope,
+                    tag_lift,
                     w,
                     alpha,
                     gamma,
@@ -785,6 +845,27 @@ mod tests {
 
         proptest! {
             #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
+
+            /// `won_only` changes nothing in won episodes, nor where the tag term is not
+            /// positive; elsewhere a lost step gets exactly the advantage of a tag term of 0.
+            #[test]
+            fn won_only_bounds_the_tag_term_of_lost_steps(b in batch(), c in config()) {
+                let always = compute_advantage_terms(&AdvantageConfig { tag_lift: TagLift::Always, ..c }, &b).unwrap();
+                let won_only = compute_advantage_terms(&AdvantageConfig { tag_lift: TagLift::WonOnly, ..c }, &b).unwrap();
+                for ((ep, a), o) in b.iter().zip(&always).zip(&won_only) {
+                    for (a, o) in a.iter().zip(o) {
+                        prop_assert_eq!((a.episode, a.step), (o.episode, o.step));
+                        let bounded = c.algo == Algo::GrpoMr && !ep.won && a.step > 0.0;
+                        if !bounded {
+                            prop_assert_eq!(a.advantage, o.advantage);
+                        } else if c.form == Form::Reference {
+                            prop_assert_eq!(o.advantage, a.episode + c.w * 0.0);
+                        } else {
+                            prop_assert_eq!(o.advantage, c.alpha * a.episode);
+                        }
+                    }
+                }
+            }
 
             #[test]
             fn outputs_are_finite_and_shaped_like_the_input(b in batch(), c in config()) {

@@ -45,6 +45,37 @@ pub enum OutputStyle {
     Think,
 }
 
+/// How a scripted reply lays its blocks out (the cold start's demonstrations). Parsing reads
+/// both alike; the reference code's reward rules do not (their `findall` of the action has no
+/// DOTALL, so an action on lines of its own is no action to them: docs/method.md).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ReplyLayout {
+    /// Each block on one line: `<explore>reason</explore>\n<action>look</action>`.
+    #[default]
+    Inline,
+    /// Each block's body on a line of its own, as the authors' prompts lay replies out:
+    /// `<explore>\nreason\n</explore>\n<action>\nlook\n</action>`.
+    Lines,
+}
+
+/// The blocks [`ReplyLayout::Lines`] breaks open.
+/// `tag` is the placeholder the format instructions write for the four tags.
+const LAYOUT_BLOCKS: [&str; 7] = ["planning", "explore", "reflection", "monitor", "think", "action", "tag"];
+
+impl ReplyLayout {
+    /// `reply` (written inline) in this layout: under `Lines` every opening tag of a reasoning
+    /// or action block is followed by a line break and every closing tag preceded by one.
+    pub fn apply(self, reply: &str) -> String {
+        match self {
+            ReplyLayout::Inline => reply.to_string(),
+            ReplyLayout::Lines => LAYOUT_BLOCKS.iter().fold(reply.to_string(), |text, name| {
+                text.replace(&format!("<{name}>"), &format!("<{name}>\n")).replace(&format!("</{name}>"), &format!("\n</{name}>"))
+            }),
+        }
+    }
+}
+
 /// Why a step's format is invalid.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -261,6 +292,18 @@ mod tests {
 
     fn strict(text: &str) -> ParsedOutput {
         parse_output(text, OutputStyle::Tagged, Validity::Strict)
+    }
+
+    #[test]
+    fn lines_layout_breaks_each_block_open_and_parses_the_same() {
+        let inline = "<explore>where is it?</explore>\n<action>go to desk 1</action>";
+        let lines = ReplyLayout::Lines.apply(inline);
+        assert_eq!(lines, "<explore>\nwhere is it?\n</explore>\n<action>\ngo to desk 1\n</action>");
+        assert_eq!(ReplyLayout::Inline.apply(inline), inline);
+        let (a, b) = (strict(inline), strict(&lines));
+        assert_eq!((a.tag, a.action, a.invalid), (b.tag, b.action, b.invalid));
+        let think = ReplyLayout::Lines.apply("<think>hm</think><action>look</action>");
+        assert_eq!(think, "<think>\nhm\n</think><action>\nlook\n</action>");
     }
 
     #[test]

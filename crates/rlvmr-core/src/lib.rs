@@ -12,7 +12,7 @@ pub mod tag;
 
 pub use advantage::{compute_advantage_terms, compute_advantages, AdvantageConfig, AdvantageTerms};
 pub use env::{Env, EnvError, StepResult};
-pub use format::{parse_output, InvalidReason, OutputStyle, ParsedOutput, Validity};
+pub use format::{parse_output, InvalidReason, OutputStyle, ParsedOutput, ReplyLayout, Validity};
 pub use prompt::{
     render as render_prompt, HistoryEntry, HistoryWindow, PromptConfig, PromptEnv, PromptInput,
     PromptStyle,

@@ -73,6 +73,7 @@ use std::fmt;
 
 use serde::de::{self, Deserializer, Visitor};
 use serde::{Deserialize, Serialize, Serializer};
+use crate::format::ReplyLayout;
 
 /// What the plan slot shows before the agent's first non-empty `<planning>` block.
 pub const NO_PLAN: &str = "No plan.";
@@ -197,6 +198,10 @@ pub struct PromptConfig {
     /// reminder. Default: true. A model trained from scratch cannot read them (it learns the
     /// format from the demonstrations), and for it they are only tokens to attend over.
     pub instructions: bool,
+    /// How the replies the prompt asks for lay out their blocks: `inline` (default) or `lines`
+    /// (each block's body on a line of its own, as the authors' prompts). The cold start's
+    /// demonstrations are written in it, and the format instructions, when shown, show it.
+    pub layout: ReplyLayout,
 }
 
 impl PromptConfig {
@@ -223,6 +228,7 @@ impl Default for PromptConfig {
             cold_start: false,
             drop_help: true,
             instructions: true,
+            layout: ReplyLayout::Inline,
         }
     }
 }
@@ -434,13 +440,13 @@ fn push_format_full(cfg: &PromptConfig, out: &mut String) {
     let tagged = cfg.style == PromptStyle::Tagged;
     out.push_str("Reply with exactly two blocks, in this order, and nothing else:\n");
     if tagged {
-        out.push_str("<tag>your reasoning</tag>\n<action>your action</action>\n");
+        out.push_str(&cfg.layout.apply("<tag>your reasoning</tag>\n<action>your action</action>\n"));
         out.push_str(
             "In place of \"tag\" write one of planning, explore, reflection or monitor, the \
              same name in the opening and the closing tag. ",
         );
     } else {
-        out.push_str("<think>your reasoning</think>\n<action>your action</action>\n");
+        out.push_str(&cfg.layout.apply("<think>your reasoning</think>\n<action>your action</action>\n"));
         out.push_str("Think the step through in the first block. ");
     }
     out.push_str("The action block holds ");
@@ -580,13 +586,13 @@ fn push_format_compact(cfg: &PromptConfig, input: &PromptInput, out: &mut String
         _ => "one of Actions",
     };
     if tagged {
-        out.push_str(&format!(
+        out.push_str(&cfg.layout.apply(&format!(
             "Reply: <tag>reason</tag><action>{action}</action>, tag = planning, explore, reflection or monitor."
-        ));
+        )));
     } else {
-        out.push_str(&format!(
+        out.push_str(&cfg.layout.apply(&format!(
             "Reply: <think>reason</think><action>{action}</action>."
-        ));
+        )));
     }
     if cfg.cold_start {
         out.push('\n');
@@ -937,6 +943,15 @@ mod tests {
     }
 
     #[test]
+    fn format_instructions_show_the_reply_layout() {
+        let input = PromptInput { task: "put a pen in desk.", admissible: &strings(&["look"]), ..Default::default() };
+        let lines = |compact| PromptConfig { compact, layout: ReplyLayout::Lines, ..Default::default() };
+        assert!(render(&lines(false), &input).contains("<tag>\nyour reasoning\n</tag>\n<action>\nyour action\n</action>\n"));
+        assert!(render(&lines(true), &input).contains("Reply: <tag>\nreason\n</tag><action>\none of Actions\n</action>, tag ="));
+        assert!(render(&PromptConfig::default(), &input).contains("<tag>your reasoning</tag>\n<action>your action</action>\n"));
+    }
+
+    #[test]
     fn compact_is_shorter_than_normal() {
         let obs =
             "You arrive at countertop 1. On the countertop 1, you see a lettuce 1, and a knife 1.";
@@ -1097,6 +1112,7 @@ mod tests {
                                         recent_outputs: usize::MAX,
                                         drop_help: true,
                                         instructions: step % 2 == 0,
+                                        layout: if compact { ReplyLayout::Lines } else { ReplyLayout::Inline },
                                     };
                                     let input = PromptInput {
                                         task: "",

@@ -967,6 +967,19 @@ mod tests {
     }
 
     #[test]
+    fn the_reply_layout_and_the_tag_lift_are_read_and_checked() {
+        let config = RunConfig::from_toml("[prompt]\nlayout = \"lines\"\n[advantage]\ntag_lift = \"won_only\"\n").unwrap();
+        assert_eq!(config.prompt.layout, rlvmr_core::ReplyLayout::Lines);
+        assert_eq!(config.advantage.tag_lift, rlvmr_core::advantage::TagLift::WonOnly);
+        let defaults = RunConfig::from_toml("").unwrap();
+        assert_eq!((defaults.prompt.layout, defaults.advantage.tag_lift), (rlvmr_core::ReplyLayout::Inline, rlvmr_core::advantage::TagLift::Always));
+        let e = err("[prompt]\nlayout = \"wavy\"\n");
+        assert!(e.contains("wavy") && e.contains("line 2"), "{e}");
+        let e = err("[advantage]\ntag_lift = \"lost_only\"\n");
+        assert!(e.contains("lost_only") && e.contains("won_only"), "{e}");
+    }
+
+    #[test]
     fn the_device_is_checked_when_the_config_is_read() {
         let e = err("[model]\ndevice = \"tpu\"\n");
         assert!(e.contains("model.device") && e.contains("\"tpu\""), "{e}");

@@ -164,3 +164,27 @@ fn demonstrations_searching_for_the_appliance_explore_with_the_object_and_stay_o
     assert!(with_appliance >= 8, "{with_appliance} heat and clean demonstrations");
     assert!(tried_elsewhere * 2 >= with_appliance, "most searches try another kind first: {tried_elsewhere} of {with_appliance}");
 }
+
+#[test]
+fn lines_layout_demonstrations_are_the_same_steps_with_each_block_on_lines_of_its_own() {
+    let provider = common::alfworld("L2");
+    let inline = coldstart(provider.as_ref(), 12, Detours::mistakes(0.5), Protocol::Strict, 3, &CollectorOptions::default(), None).unwrap();
+    let mut options = CollectorOptions::default();
+    options.prompt.layout = rlvmr_core::ReplyLayout::Lines;
+    let lines = coldstart(provider.as_ref(), 12, Detours::mistakes(0.5), Protocol::Strict, 3, &options, None).unwrap();
+    assert_eq!(lines.samples.len(), inline.samples.len());
+    for (l, i) in lines.episodes.iter().zip(&inline.episodes) {
+        assert_eq!(l.game, i.game);
+        for (ls, is) in l.steps.iter().zip(&i.steps) {
+            assert_eq!(ls.action, is.action, "the same expert steps and mistakes");
+            assert_eq!(ls.output, rlvmr_core::ReplyLayout::Lines.apply(&is.output));
+            let (lp, ip) = (parse_output(&ls.output, OutputStyle::Tagged, Validity::Strict), parse_output(&is.output, OutputStyle::Tagged, Validity::Strict));
+            assert_eq!((lp.format_valid(), lp.tag, lp.reasoning, lp.action), (ip.format_valid(), ip.tag, ip.reasoning, ip.action));
+            // The reference code's rules see no action in such a reply: `findall` without DOTALL.
+            assert!(rlvmr_core::reward::reference_actions(&ls.output).is_empty(), "{}", ls.output);
+        }
+    }
+    for s in &lines.samples {
+        assert!(s.response.contains(">\n") && s.response.ends_with("\n</action>"), "{:?}", s.response);
+    }
+}

@@ -15,12 +15,15 @@ use serde::{Deserialize, Serialize};
 
 use std::path::Path;
 
+use rlvmr_core::ReplyLayout;
+
+use crate::agent::{Policy, Reply, Turn};
 use crate::collector::{collect, grouped_specs, mix, output_style, CollectorOptions, Throughput};
 use crate::config::RunConfig;
 use crate::envs::{EnvProvider, Protocol};
 use crate::rundir::RunDir;
 use crate::error::{Result, TrainerError};
-use crate::record::EpisodeRecord;
+use crate::record::{EpisodeRecord, EpisodeSpec};
 
 pub mod teacher;
 
@@ -72,7 +75,7 @@ pub fn coldstart(
     // published baselines). One scripted player for the whole cold start (ScienceWorld's
     // holds a gold-path JVM); it keeps nothing from one episode to the next.
     let style = output_style(&options.prompt);
-    let mut expert = provider.expert(detours, style)?;
+    let mut expert = laid_out(provider.expert(detours, style)?, options.prompt.layout);
     let mut kept = Vec::new();
     let mut played = 0;
     let mut throughput = Throughput::default();
@@ -144,6 +147,43 @@ pub fn run(config: &RunConfig, out: &Path) -> Result<Coldstart> {
         dir.write_json("annotation.json", report)?;
     }
     Ok(result)
+}
+
+/// `player` with its replies in `layout` (as the prompts ask): the collector records, and
+/// later prompts show, the replies as laid out.
+fn laid_out(player: Box<dyn Policy>, layout: ReplyLayout) -> Box<dyn Policy> {
+    match layout {
+        ReplyLayout::Inline => player,
+        ReplyLayout::Lines => Box::new(LaidOut { player, layout }),
+    }
+}
+
+struct LaidOut {
+    player: Box<dyn Policy>,
+    layout: ReplyLayout,
+}
+
+impl Policy for LaidOut {
+    fn name(&self) -> String {
+        self.player.name()
+    }
+
+    fn start_episode(&mut self, slot: usize, spec: &EpisodeSpec) -> Result<()> {
+        self.player.start_episode(slot, spec)
+    }
+
+    fn act(&mut self, turns: &[Turn]) -> Result<Vec<std::result::Result<Reply, String>>> {
+        let replies = self.player.act(turns)?;
+        Ok(replies
+            .into_iter()
+            .map(|reply| {
+                reply.map(|r| {
+                    let text = self.layout.apply(&String::from_utf8_lossy(&r.output));
+                    Reply { output: text.into_bytes(), ..r }
+                })
+            })
+            .collect())
+    }
 }
 
 fn add_throughput(total: &mut Throughput, part: &Throughput) {

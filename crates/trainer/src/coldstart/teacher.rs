@@ -238,7 +238,7 @@ pub fn reannotate(
             .iter()
             .zip(&steps)
             .map(|(step, verdict)| match verdict {
-                Ok((tag, reason)) => annotated_reply(style, *tag, reason, &step.action),
+                Ok((tag, reason)) => options.prompt.layout.apply(&annotated_reply(style, *tag, reason, &step.action)),
                 Err(_) => step.output.clone(),
             })
             .collect();
