@@ -5,7 +5,8 @@ the training episodes did at the end. Run by hand:
   python3 tools/arms_table.py --kl runs/long/rlvmr-kl ...     # the KL per iteration instead
 
 Runs named METHOD and METHOD-seedN are seeds of one method. Per method it prints L2 and L0
-success % of the last evaluation per seed, their mean ± sample standard deviation, the L2
+success % of the evaluation after the last trained iteration per seed (a seed without one yet
+is left out of those columns), their mean ± sample standard deviation, the L2
 invalid and repetitive rates (means over seeds), and over the last two training iterations
 (19-20 in a 20-iteration run) the explore share of steps and the exploration reward per
 episode as the published rule pays it (`rlvmr score` with its defaults on the rollouts, so
@@ -38,8 +39,10 @@ def method_and_seed(run):
     return (match.group(1), int(match.group(2))) if match else (name, 0)
 
 
-def last_eval(lines, split):
-    evals = [line for line in lines if "eval" in line and line["eval"].get("split") == split]
+def final_eval(lines, split, iteration):
+    """The evaluation on `split` after `iteration` (None while a run has not written it)."""
+    evals = [line for line in lines if "eval" in line and line["eval"].get("split") == split
+             and line.get("iteration") == iteration]
     return evals[-1] if evals else None
 
 
@@ -102,7 +105,7 @@ def arms(binary, runs):
             trained = [line for line in lines if "eval" not in line and "iteration" in line]
             last = trained[-1]["iteration"] if trained else 0
             iters.add(last)
-            e2, e0 = last_eval(lines, "L2"), last_eval(lines, "L0")
+            e2, e0 = final_eval(lines, "L2", last), final_eval(lines, "L0", last)
             if e2:
                 l2.append(percent(e2, "success_rate"))
                 invalid.append(percent(e2, "invalid_rate"))
