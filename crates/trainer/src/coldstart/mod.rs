@@ -154,16 +154,16 @@ pub fn run(config: &RunConfig, out: &Path) -> Result<Coldstart> {
 fn laid_out(player: Box<dyn Policy>, layout: ReplyLayout) -> Box<dyn Policy> {
     match layout {
         ReplyLayout::Inline => player,
-        ReplyLayout::Lines => Box::new(LaidOut { player, layout }),
+        ReplyLayout::Lines => Box::new(InLines { player }),
     }
 }
 
-struct LaidOut {
+/// A scripted player whose replies are rewritten into [`ReplyLayout::Lines`].
+struct InLines {
     player: Box<dyn Policy>,
-    layout: ReplyLayout,
 }
 
-impl Policy for LaidOut {
+impl Policy for InLines {
     fn name(&self) -> String {
         self.player.name()
     }
@@ -178,7 +178,7 @@ impl Policy for LaidOut {
             .into_iter()
             .map(|reply| {
                 reply.map(|r| {
-                    let text = self.layout.apply(&String::from_utf8_lossy(&r.output));
+                    let text = ReplyLayout::Lines.apply(&String::from_utf8_lossy(&r.output));
                     Reply { output: text.into_bytes(), ..r }
                 })
             })
