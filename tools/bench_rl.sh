@@ -47,7 +47,10 @@ print("| phase | seconds | share | throughput | target |")
 print("|---|---:|---:|---|---|")
 print(f"| rollout | {s['rollout']:.1f} | {s['rollout']/total:.0%} | {t['rollout_env_steps_per_s']:.1f} env steps/s, {t['rollout_tokens_per_s']:.0f} generated tokens/s | 30 env steps/s: {t['rollout_env_steps_per_s']/30:.2f}x |")
 print(f"| scoring | {s['scoring']:.3f} | {s['scoring']/total:.1%} | | |")
-print(f"| old + reference log-probs | {s['logprobs']:.1f} | {s['logprobs']/total:.0%} | {t['logprob_tokens_per_s']:.0f} tokens/s (forward only) | |")
+# A phase that did not run (no pass: the sampler's old log-probs, no KL term) takes 0 s.
+ran = lambda phase: s[phase] > 1e-6
+logprobs = f"{t['logprob_tokens_per_s']:.0f} tokens/s (forward only)" if ran("logprobs") and t["logprob_tokens_per_s"] > 0 else "not run"
+print(f"| old + reference log-probs | {s['logprobs']:.1f} | {s['logprobs']/total:.0%} | {logprobs} | |")
 print(f"| update | {s['update']:.1f} | {s['update']/total:.0%} | {t['update_tokens_per_s']:.0f} tokens/s ({t['update_reply_tokens_per_s']:.0f} reply tokens/s) | 6000 tokens/s: {t['update_tokens_per_s']/6000:.2f}x |")
 print(f"| iteration | {total:.1f} | | | |")
 PY

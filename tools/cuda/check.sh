@@ -15,19 +15,14 @@
 # told not to look (a test that would fetch an asset fails at once instead of retrying).
 set -uo pipefail
 mode=$1 pack=$2 out=$3
-export PIP_NO_INDEX=1 RLVMR_CACHE=/tmp/rlvmr-cache ALFWORLD_DATA=$PWD/$pack/alfworld
+export RLVMR_CACHE=/tmp/rlvmr-cache ALFWORLD_DATA=$PWD/$pack/alfworld
 work=/tmp/rlvmr-gpu bins=/tmp/rlvmr-gpu/bin   # bins: the unpacked binaries alone
 mkdir -p "$bins" "$RLVMR_CACHE/models" "$out"
 # The test binaries read their fixtures from the repository they were built in.
 built_in=$(cat "$pack/built-in")
 [ -e "$built_in" ] || { mkdir -p "$(dirname "$built_in")" && ln -s "$PWD" "$built_in"; }
 [ -x "$bins/rlvmr" ] || tar -C "$bins" -xJf "$pack/bins.tar.xz"
-# The CUDA 13 libraries the binaries link: the system's, else those PyTorch's wheels brought.
-for lib in libcudart.so.13 libcublas.so.13 libcublasLt.so.13 libcurand.so.10 libnvrtc.so.13; do
-    ldconfig -p | grep -q "$lib" && continue
-    found=$(find /usr/local /opt /usr/lib -name "$lib" 2>/dev/null | head -1)
-    [ -n "$found" ] && export LD_LIBRARY_PATH=$(dirname "$found")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-done
+source "$(dirname "$0")/gpu_env.sh"
 echo "LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}" >> "$out/summary.txt"
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv > "$out/gpu.txt"
 nproc >> "$out/gpu.txt"

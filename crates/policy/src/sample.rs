@@ -205,6 +205,32 @@ impl Row {
     }
 }
 
+/// Each active row (`active[slot]`, at `positions[slot]`) draws its next token from its
+/// logits `table[slot]`, the rows side by side: a row draws from its own generator, so the
+/// threads change no draw. (With 128 rows of a 49k vocabulary, one thread spent as long in
+/// the draws as the GPU in the decode step.)
+fn step_rows(
+    rows: &mut [Row],
+    active: &[usize],
+    table: &[Vec<f32>],
+    positions: &[usize],
+    opts: &SampleOptions,
+    tok: &Tokenizer,
+    max_len: usize,
+) -> Result<Vec<u32>> {
+    use rayon::prelude::*;
+    let mut slots: Vec<Option<&mut Row>> = rows.iter_mut().map(Some).collect();
+    let ordered: Vec<&mut Row> = active
+        .iter()
+        .map(|&r| slots[r].take().expect("a row is active in one slot"))
+        .collect();
+    ordered
+        .into_par_iter()
+        .zip(table.par_iter().zip(positions.par_iter()))
+        .map(|(row, (logits, &position))| row.step(logits, opts, tok, position + 1, max_len))
+        .collect()
+}
+
 fn check_prompts(max_len: usize, prompts: &[Vec<u32>]) -> Result<()> {
     for (i, p) in prompts.iter().enumerate() {
         if p.is_empty() {
@@ -272,11 +298,7 @@ pub fn sample_batch_with(
     let mut active: Vec<usize> = (0..prompts.len()).collect();
     loop {
         let table: Vec<Vec<f32>> = logits.to_vec2()?;
-        let mut next = Vec::with_capacity(active.len());
-        for (slot, &r) in active.iter().enumerate() {
-            let len = cache.positions()[slot] + 1;
-            next.push(rows[r].step(&table[slot], opts, tok, len, max_len)?);
-        }
+        let mut next = step_rows(&mut rows, &active, &table, cache.positions(), opts, tok, max_len)?;
         let keep = crate::model::swap_remove_order(active.len(), |s| rows[active[s]].done.is_some());
         if keep.is_empty() {
             break;

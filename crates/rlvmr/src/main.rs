@@ -10,6 +10,7 @@ use clap::{Parser, Subcommand};
 
 use alfworld::{AlfworldData, Split};
 
+mod bench_cmd;
 mod coldstart_cmd;
 mod eval_cmd;
 mod model_cmd;
@@ -91,6 +92,9 @@ enum Command {
     /// episode's outcome, the step's tag and its meta-reasoning reward, with each cell's mean
     /// advantage and the share the update made more likely.
     Advantages(report_cmd::AdvantagesArgs),
+    /// Time the policy's update, log-probs and sampling on one device (random weights of a
+    /// model's shape), as JSON; tools/cuda/bench.sh pairs it with PyTorch on a GPU.
+    BenchPolicy(bench_cmd::BenchArgs),
     /// ALFWorld: replay, play, expert, benchmark.
     Alfworld {
         #[command(subcommand)]
@@ -310,6 +314,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Command::View(args) => view_cmd::run(args),
         Command::Compare(args) => report_cmd::compare(args),
         Command::Advantages(args) => report_cmd::advantages(args),
+        Command::BenchPolicy(args) => bench_cmd::run(args),
         Command::Sciworld { command } => sciworld_cmd::run(command),
         Command::Alfworld { command } => match command {
             AlfworldCommand::Replay { data } => replay(&data),

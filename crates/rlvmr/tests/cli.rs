@@ -188,3 +188,46 @@ fn bad_model_folders_are_clear_errors() {
     assert_eq!(code, 2);
     assert!(err.contains("config.json") && err.contains("`architectures`") && err.contains("MambaForCausalLM"), "{err}");
 }
+
+/// `rlvmr bench-policy` on the CPU with the tiny model: every phase runs and reports, the
+/// weights and inputs PyTorch would read are written, and on one device the check finds the
+/// same log-probs and replies. Bad arguments are errors that name them.
+#[test]
+fn bench_policy_runs_every_phase_and_names_bad_arguments() {
+    let dir = std::env::temp_dir().join(format!("rlvmr-cli-bench-{}", std::process::id()));
+    let (weights, out) = (dir.join("weights"), dir.join("bench.json"));
+    let (weights, out) = (weights.to_str().unwrap(), out.to_str().unwrap());
+    let mut args = vec!["bench-policy", "--device", "cpu", "--shape", "tiny", "--weights", weights, "--samples", "4"];
+    args.extend(["--prompt-tokens", "20", "--reply-tokens", "8", "--micro-batch", "2", "--prompts", "3"]);
+    args.extend(["--sample-prompt-tokens", "12", "--new-tokens", "5", "--phases", "check,update,parts,logprobs,sample", "--out", out]);
+    let (code, _, err) = rlvmr_input(&args, b"");
+    assert_eq!(code, 0, "{err}");
+    let report: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(out).unwrap()).unwrap();
+    for phase in ["check", "update", "parts", "logprobs", "sample"] {
+        assert!(report[phase].is_object(), "{phase}: {report}");
+    }
+    assert_eq!(report["check"]["logprob_max_abs_diff_vs_cpu"], 0.0, "{report}");
+    assert_eq!(report["check"]["greedy_tokens_equal_to_cpu"], "32 of 32", "{report}");
+    assert!(report["check"]["padded_batch_vs_alone_max_abs_diff"].as_f64().unwrap() < 1e-5, "{report}");
+    assert!(report["update"]["tokens_per_s"].as_f64().unwrap() > 0.0);
+    assert_eq!(report["sample"]["new_tokens"], 5);
+    let inputs: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("weights/bench_inputs.json")).unwrap()).unwrap();
+    assert_eq!((inputs["pairs"].as_array().unwrap().len(), inputs["prompts"].as_array().unwrap().len()), (4, 3));
+    assert!(dir.join("weights/model.safetensors").exists() && dir.join("weights/config.json").exists());
+
+    let bad: [(&[&str], &str); 4] = [
+        (&["--device", "cpu", "--shape", "tiny", "--phases", "update,fly"], "unknown phase \"fly\""),
+        (&["--device", "cpu", "--shape", "gpt5"], "unknown --shape \"gpt5\""),
+        (&["--device", "tpu", "--shape", "tiny"], "unknown device \"tpu\""),
+        (&["--device", "cpu", "--shape", "tiny", "--micro-batch", "0"], "--micro-batch"),
+    ];
+    for (extra, want) in bad {
+        let mut args = vec!["bench-policy", "--weights", weights];
+        args.extend_from_slice(extra);
+        let (code, _, err) = rlvmr_input(&args, b"");
+        assert_eq!(code, 2, "{extra:?}: {err}");
+        assert!(err.contains(want) && !err.contains("panicked"), "{extra:?}: {err}");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -28,17 +28,7 @@ pub fn model_config() -> LlamaConfig {
 
 /// SmolLM2-135M's shape (the embedded model's), for benchmarks with random weights.
 pub fn smollm2_config() -> LlamaConfig {
-    LlamaConfig {
-        vocab_size: 49_152,
-        hidden_size: 576,
-        intermediate_size: 1536,
-        num_layers: 30,
-        num_heads: 9,
-        num_kv_heads: 3,
-        head_dim: 64,
-        max_position: 8192,
-        ..model_config()
-    }
+    LlamaConfig::smollm2_135m()
 }
 
 /// As the rlvmr binary runs: freed memory kept for reuse, and the thread count set once.

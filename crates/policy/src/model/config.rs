@@ -41,6 +41,42 @@ pub struct LlamaConfig {
 }
 
 impl LlamaConfig {
+    /// SmolLM2-135M's shape (the embedded model's), for benchmarks with random weights.
+    pub fn smollm2_135m() -> Self {
+        Self {
+            family: Family::Llama,
+            vocab_size: 49_152,
+            hidden_size: 576,
+            intermediate_size: 1536,
+            num_layers: 30,
+            num_heads: 9,
+            num_kv_heads: 3,
+            head_dim: 64,
+            rope_theta: 100_000.0,
+            rms_norm_eps: 1e-5,
+            max_position: 8192,
+            tie_word_embeddings: true,
+        }
+    }
+
+    /// Qwen2.5-1.5B's shape (its config.json), for benchmarks with random weights.
+    pub fn qwen2_5_1_5b() -> Self {
+        Self {
+            family: Family::Qwen2,
+            vocab_size: 151_936,
+            hidden_size: 1536,
+            intermediate_size: 8960,
+            num_layers: 28,
+            num_heads: 12,
+            num_kv_heads: 2,
+            head_dim: 128,
+            rope_theta: 1_000_000.0,
+            rms_norm_eps: 1e-6,
+            max_position: 32_768,
+            tie_word_embeddings: true,
+        }
+    }
+
     /// A tiny configuration for tests.
     pub fn tiny() -> Self {
         Self {

@@ -11,7 +11,8 @@ use crate::error::Result;
 use crate::ops::lanes::{attention_inputs, visible_keys};
 use crate::ops::raw::{max_scaled, slice, sum_f64, sum_slice_f64, with_slice, RawFloat};
 use crate::ops::triangle;
-use candle_core::{CpuStorage, CustomOp1, CustomOp2, CustomOp3, DType, Layout, Shape, Tensor, D};
+use candle_core::backend::BackendStorage;
+use candle_core::{CpuStorage, CudaStorage, CustomOp1, CustomOp2, CustomOp3, DType, Layout, Shape, Storage, Tensor, D};
 use rayon::prelude::*;
 use std::sync::Mutex;
 
@@ -84,6 +85,9 @@ pub fn padded_causal_softmax(x: &Tensor, scale: f64, t: usize, pads: &[usize]) -
             pads.len()
         )));
     }
+    if crate::ops::gpu::serves(x) {
+        return crate::ops::gpu::masked_softmax(x, scale, t, Some(pads));
+    }
     if !fusable(x) {
         return padded_causal_softmax_primitive(x, scale, t, pads);
     }
@@ -95,14 +99,17 @@ pub fn padded_causal_softmax(x: &Tensor, scale: f64, t: usize, pads: &[usize]) -
 pub fn padded_causal_softmax_primitive(x: &Tensor, scale: f64, t: usize, pads: &[usize]) -> Result<Tensor> {
     let (b, g, rows, total) = x.dims4()?;
     let r = rows / t;
-    let mut mask = Vec::with_capacity(b * t * total);
-    for &pad in pads {
-        for q in 0..t {
-            let (lo, hi) = visible_keys(q, t, total, pad);
-            mask.extend((0..total).map(|k| if (lo..hi).contains(&k) { 0f32 } else { f32::NEG_INFINITY }));
+    let key = MaskKey { kind: MaskKind::Padded, t, total, pads: pads.to_vec(), dtype: x.dtype(), device: x.device().location() };
+    let mask = cached_mask(key, || {
+        let mut mask = Vec::with_capacity(b * t * total);
+        for &pad in pads {
+            for q in 0..t {
+                let (lo, hi) = visible_keys(q, t, total, pad);
+                mask.extend((0..total).map(|k| if (lo..hi).contains(&k) { 0f32 } else { f32::NEG_INFINITY }));
+            }
         }
-    }
-    let mask = Tensor::from_vec(mask, (b, 1, 1, t, total), x.device())?.to_dtype(x.dtype())?;
+        Ok(Tensor::from_vec(mask, (b, 1, 1, t, total), x.device())?.to_dtype(x.dtype())?)
+    })?;
     let scores = (x * scale)?.reshape((b, g, r, t, total))?.broadcast_add(&mask)?;
     Ok(candle_nn::ops::softmax_last_dim(&scores)?.reshape((b, g, rows, total))?)
 }
@@ -151,12 +158,64 @@ pub fn causal_softmax(x: &Tensor, scale: f64) -> Result<Tensor> {
 
 /// [`causal_softmax`] from primitive ops (an additive -inf mask and the primitive softmax).
 pub fn causal_softmax_primitive(x: &Tensor, scale: f64) -> Result<Tensor> {
+    let masked = add_causal_mask(&(x * scale)?)?;
+    crate::ops::reference::softmax_last_dim(&masked)
+}
+
+/// `x: [.., r * t, t]` (`r` groups of `t` queries by `t` keys) with `-inf` added where key
+/// `j` comes after query `i % t`.
+fn add_causal_mask(x: &Tensor) -> Result<Tensor> {
+    let dims = x.dims();
     let (rows, t) = (x.dim(D::Minus2)?, x.dim(D::Minus1)?);
-    let mask: Vec<f32> = (0..rows)
-        .flat_map(|i| (0..t).map(move |j| if j > i % t { f32::NEG_INFINITY } else { 0.0 }))
-        .collect();
-    let mask = Tensor::from_vec(mask, (rows, t), x.device())?.to_dtype(x.dtype())?;
-    crate::ops::reference::softmax_last_dim(&(x * scale)?.broadcast_add(&mask)?)
+    if rows % t != 0 {
+        return Err(crate::error::PolicyError::Input(format!("causal mask: expected [.., r * t, t], got {dims:?}")));
+    }
+    let mut grouped = dims[..dims.len() - 2].to_vec();
+    grouped.extend([rows / t, t, t]);
+    let key = MaskKey { kind: MaskKind::Causal, t, total: t, pads: Vec::new(), dtype: x.dtype(), device: x.device().location() };
+    let mask = cached_mask(key, || {
+        let mask: Vec<f32> = (0..t)
+            .flat_map(|i| (0..t).map(move |j| if j > i { f32::NEG_INFINITY } else { 0.0 }))
+            .collect();
+        Ok(Tensor::from_vec(mask, (t, t), x.device())?.to_dtype(x.dtype())?)
+    })?;
+    Ok(x.reshape(grouped)?.broadcast_add(&mask)?.reshape(dims)?)
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum MaskKind {
+    Causal,
+    Padded,
+}
+
+/// What an additive attention mask depends on.
+#[derive(Debug, Clone, PartialEq)]
+struct MaskKey {
+    kind: MaskKind,
+    t: usize,
+    total: usize,
+    pads: Vec<usize>,
+    dtype: DType,
+    device: candle_core::DeviceLocation,
+}
+
+/// The mask of `key`, made by `make` the first time and kept (the last few): every layer of a
+/// forward pass uses the same one, and making it is a host loop and a host-to-device copy.
+fn cached_mask(key: MaskKey, make: impl FnOnce() -> Result<Tensor>) -> Result<Tensor> {
+    const KEPT: usize = 8;
+    static MASKS: Mutex<Vec<(MaskKey, Tensor)>> = Mutex::new(Vec::new());
+    let mut masks = MASKS
+        .lock()
+        .map_err(|_| crate::error::PolicyError::Input("attention masks: a thread panicked holding them".into()))?;
+    if let Some((_, mask)) = masks.iter().find(|(k, _)| *k == key) {
+        return Ok(mask.clone());
+    }
+    let mask = make()?;
+    if masks.len() == KEPT {
+        masks.remove(0);
+    }
+    masks.push((key, mask.clone()));
+    Ok(mask)
 }
 
 struct CausalSoftmax {
@@ -280,6 +339,9 @@ impl CustomOp2 for SoftmaxGrad {
 /// into it: at 500 tokens a tenth of an SFT step went there).
 pub fn causal_attention(q: &Tensor, k: &Tensor, v: &Tensor, scale: f64) -> Result<Tensor> {
     let scores = |q: &Tensor, k: &Tensor| -> Result<Tensor> { Ok(q.matmul(&k.t()?)?) };
+    if !q.device().is_cpu() {
+        return causal_attention_one_node(q, k, v, scale);
+    }
     if !fusable(q) {
         let probs = causal_softmax(&scores(q, k)?, scale)?;
         return Ok(probs.matmul(&v.contiguous()?)?);
@@ -294,6 +356,36 @@ pub fn causal_attention(q: &Tensor, k: &Tensor, v: &Tensor, scale: f64) -> Resul
     let probs = causal_softmax(&scores(&q.detach(), &k.detach())?, scale)?;
     let out = probs.matmul(&v.detach())?;
     Ok(q.apply_op3(&k, &v, CausalAttention { out, probs, scale })?)
+}
+
+/// [`causal_attention`] as one node of the graph from candle's ops, the path off the CPU: the
+/// forward on detached inputs (the scale folded into `q`, the causal mask made once per shape
+/// and kept, candle's one-kernel softmax), the backward from the probabilities the node keeps.
+/// Built from primitive ops, the graph keeps six `[.., r * t, t]` tensors per layer (scores,
+/// scaled, masked, shifted, exponentiated, normalised) and runs a kernel for each, forward and
+/// backward; this keeps one. Runs on the CPU too (f32 and f64), where tests hold it to the
+/// primitive ops.
+pub fn causal_attention_one_node(q: &Tensor, k: &Tensor, v: &Tensor, scale: f64) -> Result<Tensor> {
+    let probs = if crate::ops::gpu::serves(q) {
+        let scores = q.detach().matmul(&k.detach().t()?)?;
+        crate::ops::gpu::masked_softmax(&scores, scale, k.dim(D::Minus2)?, None)?
+    } else {
+        let scores = (q.detach() * scale)?.matmul(&k.detach().t()?)?;
+        candle_nn::ops::softmax_last_dim(&add_causal_mask(&scores)?)?
+    };
+    let out = probs.matmul(&v.detach().contiguous()?)?;
+    if !(q.track_op() || k.track_op() || v.track_op()) {
+        return Ok(out);
+    }
+    Ok(q.apply_op3(k, v, CausalAttention { out, probs, scale })?)
+}
+
+/// The gradient of `softmax(scale * x)` with respect to `x`, from its output `y` and the
+/// gradient `g` that reached it: `scale * y * (g - sum(y * g))` over the last dimension, as
+/// tensor ops ([`SoftmaxGrad`] is the CPU kernel of the same).
+pub fn softmax_grad_ops(y: &Tensor, g: &Tensor, scale: f64) -> Result<Tensor> {
+    let dot = (y * g)?.sum_keepdim(D::Minus1)?;
+    Ok(((g.broadcast_sub(&dot)? * y)? * scale)?)
 }
 
 /// The [`triangle`] kernels' shape for `q: [.., r * t, d]` and `k, v: [.., t, d]` when they
@@ -405,6 +497,22 @@ impl CustomOp3 for CausalAttention {
     ) -> CResult<(CpuStorage, Shape)> {
         by_dtype!(s1, copy_out(&self.out))
     }
+    fn cuda_fwd(
+        &self,
+        _: &CudaStorage,
+        _: &Layout,
+        _: &CudaStorage,
+        _: &Layout,
+        _: &CudaStorage,
+        _: &Layout,
+    ) -> CResult<(CudaStorage, Shape)> {
+        let out = self.out.contiguous()?;
+        let (storage, layout) = out.storage_and_layout();
+        match &*storage {
+            Storage::Cuda(s) => Ok((s.try_clone(layout)?, out.shape().clone())),
+            _ => candle_core::bail!("causal attention: the result is not on the GPU"),
+        }
+    }
     fn bwd(
         &self,
         q: &Tensor,
@@ -420,9 +528,13 @@ impl CustomOp3 for CausalAttention {
         // already sum their contributions to dk and dv.
         let dv = probs_t.matmul(&grad)?;
         let dprobs = grad.matmul(&v.t()?)?;
-        let dscores = self
-            .probs
-            .apply_op2_no_bwd(&dprobs, &SoftmaxGrad { scale: self.scale })?;
+        let dscores = if fusable(&self.probs) {
+            self.probs.apply_op2_no_bwd(&dprobs, &SoftmaxGrad { scale: self.scale })?
+        } else if crate::ops::gpu::serves(&self.probs) {
+            crate::ops::gpu::softmax_backward(&self.probs, &dprobs, self.scale).map_err(|e| candle_core::Error::Msg(e.to_string()))?
+        } else {
+            softmax_grad_ops(&self.probs, &dprobs, self.scale).map_err(|e| candle_core::Error::Msg(e.to_string()))?
+        };
         let dq = dscores.matmul(&k)?;
         let dk = dscores.t()?.matmul(&q)?;
         Ok((Some(dq), Some(dk), Some(dv)))
@@ -830,6 +942,10 @@ pub fn swiglu(gate: &Tensor, up: &Tensor) -> Result<Tensor> {
             up.dims()
         )));
     }
+    if !gate.device().is_cpu() {
+        // candle's one-kernel SiLU, where the reference's makes four.
+        return Ok((gate.silu()? * up)?);
+    }
     if !fusable(gate) || gate.dtype() != up.dtype() {
         return Ok((crate::ops::reference::silu(gate)? * up)?);
     }
@@ -1231,6 +1347,13 @@ mod tests {
         );
     }
 
+    /// The GPU's SwiGLU (candle's SiLU op) against the reference's, run here.
+    #[test]
+    fn candle_silu_matches_the_reference_f64() {
+        let g = (rand(&[3, 50], 27) * 20.0).unwrap();
+        compare(&[g], |t| t[0].silu().unwrap(), |t| crate::ops::reference::silu(&t[0]).unwrap(), 1e-12);
+    }
+
     #[test]
     fn swiglu_halves_match_swiglu_in_f32() {
         let both = rand(&[2, 5, 14], 22).to_dtype(DType::F32).unwrap();
@@ -1333,6 +1456,34 @@ mod tests {
             },
             1e-12,
         );
+    }
+
+    /// The GPU's path, run here: one node from candle's ops (the mask kept between calls, so
+    /// shapes alternate to catch a mask of the wrong shape), values and gradients in f64; and
+    /// without a graph, the same values.
+    #[test]
+    fn causal_attention_as_one_node_matches_primitive_ops_f64() {
+        for (case, (r, t)) in [(2, 5), (3, 7), (2, 5), (1, 1)].into_iter().enumerate() {
+            let seed = 200 + 4 * case as u64;
+            let (q, k, v) = (rand(&[2, 3, r * t, 4], seed), rand(&[2, 3, t, 4], seed + 1), rand(&[2, 3, t, 4], seed + 2));
+            let primitive = |t: &[Tensor]| {
+                let scores = t[0].matmul(&t[1].t().unwrap()).unwrap();
+                causal_softmax_primitive(&scores, 0.5).unwrap().matmul(&t[2]).unwrap()
+            };
+            if t > 1 {
+                compare(&[q.clone(), k.clone(), v.clone()], |t| causal_attention_one_node(&t[0], &t[1], &t[2], 0.5).unwrap(), primitive, 1e-12);
+            }
+            let detached = causal_attention_one_node(&q, &k, &v, 0.5).unwrap();
+            assert!(max_abs_diff(&detached, &primitive(&[q, k, v])) < 1e-12, "case {case}");
+        }
+    }
+
+    #[test]
+    fn the_softmax_gradient_as_tensor_ops_matches_its_kernel() {
+        let y = causal_softmax(&rand(&[2, 6, 3], 30), 1.0).unwrap();
+        let g = rand(&[2, 6, 3], 31);
+        let kernel = y.apply_op2_no_bwd(&g, &SoftmaxGrad { scale: 0.7 }).unwrap();
+        assert!(max_abs_diff(&softmax_grad_ops(&y, &g, 0.7).unwrap(), &kernel) < 1e-12);
     }
 
     /// The f32 path (`crate::ops::triangle`, over the causal triangle only) against the primitive

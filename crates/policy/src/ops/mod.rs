@@ -10,10 +10,13 @@
 //!   [`skinny`]: matrix-vector products for decode steps; [`frozen`]: matmuls that compute no
 //!   gradient for a frozen weight; `simd`, [`vexp`] and `raw`: the lanes, the vector exp and
 //!   the raw slices the kernels share.
+//! - [`gpu`]: CUDA kernels (f32) for the attention's masked softmax and its backward, where
+//!   the GPU path would otherwise run several of candle's ops over the scores.
 
 pub mod attention;
 pub mod frozen;
 pub mod fused;
+pub mod gpu;
 pub(crate) mod lanes;
 pub(crate) mod raw;
 pub mod reference;
