@@ -9,8 +9,8 @@
 //!   old and reference log-probs are taken);
 //! - **sample**: KV-cache sampling of a batch of prompts (`policy::sample::sample_batch`), every
 //!   reply run to its full length (no stop token), with the prefill timed apart;
-//! - **check** (not timed): the device's reply log-probs and gradients against the CPU's on the
-//!   same weights, and a padded batch's log-probs against each sample's alone.
+//! - **check** (not timed): the device's reply log-probs, gradients and greedy replies against
+//!   the CPU's on the same weights, and a padded batch's log-probs against each sample's alone.
 //!
 //! The weights and the token ids are written first (`--weights DIR`: `config.json`,
 //! `model.safetensors` unless `--config-only`, and `bench_inputs.json`), so that

@@ -199,10 +199,11 @@ struct MaskKey {
     device: candle_core::DeviceLocation,
 }
 
-/// The mask of `key`, made by `make` the first time and kept (the last few): every layer of a
-/// forward pass uses the same one, and making it is a host loop and a host-to-device copy.
+/// The mask of `key`, made by `make` the first time and kept: every layer of a forward pass
+/// uses the same one, and making it is a host loop and a host-to-device copy. Two are kept (a
+/// training forward's and a sampling step's), since a prefill's can take hundreds of MB.
 fn cached_mask(key: MaskKey, make: impl FnOnce() -> Result<Tensor>) -> Result<Tensor> {
-    const KEPT: usize = 8;
+    const KEPT: usize = 2;
     static MASKS: Mutex<Vec<(MaskKey, Tensor)>> = Mutex::new(Vec::new());
     let mut masks = MASKS
         .lock()
@@ -358,9 +359,10 @@ pub fn causal_attention(q: &Tensor, k: &Tensor, v: &Tensor, scale: f64) -> Resul
     Ok(q.apply_op3(&k, &v, CausalAttention { out, probs, scale })?)
 }
 
-/// [`causal_attention`] as one node of the graph from candle's ops, the path off the CPU: the
-/// forward on detached inputs (the scale folded into `q`, the causal mask made once per shape
-/// and kept, candle's one-kernel softmax), the backward from the probabilities the node keeps.
+/// [`causal_attention`] as one node of the graph, the path off the CPU: the forward on detached
+/// inputs (in f32 on a GPU the masked softmax of [`crate::ops::gpu`]; else the scale folded
+/// into `q`, the causal mask made once per shape and kept, and candle's one-kernel softmax),
+/// the backward from the probabilities the node keeps.
 /// Built from primitive ops, the graph keeps six `[.., r * t, t]` tensors per layer (scores,
 /// scaled, masked, shifted, exponentiated, normalised) and runs a kernel for each, forward and
 /// backward; this keeps one. Runs on the CPU too (f32 and f64), where tests hold it to the
