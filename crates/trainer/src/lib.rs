@@ -11,6 +11,7 @@
 //!   episode viewer), `runner` (`rlvmr eval` and the `--policy` names).
 
 pub mod agent;
+pub mod bench;
 pub mod checkpoints;
 pub mod coldstart;
 pub mod collector;
