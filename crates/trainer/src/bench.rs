@@ -30,7 +30,7 @@ use policy::{Llama, Tokenizer};
 use serde_json::{json, Value};
 
 use crate::error::{Result, TrainerError};
-use crate::rl::update::{ppo_update, reply_logprobs, Sample, UpdateOptions};
+use crate::rl::update::{by_length, ppo_update, reply_logprobs, Sample, UpdateOptions};
 
 /// The phases, in the order they may be asked for.
 pub const PHASES: [&str; 5] = ["update", "parts", "logprobs", "sample", "check"];
@@ -94,6 +94,12 @@ fn inputs(a: &BenchOptions, vocab: usize) -> Inputs {
         .map(|i| ids(i + 200_000, length(a.sample_prompt_tokens, i, 29), vocab))
         .collect();
     Inputs { pairs, prompts }
+}
+
+/// The pairs' tokens (prompts and replies) and their reply tokens.
+fn token_counts(pairs: &[(Vec<u32>, Vec<u32>)]) -> (usize, usize) {
+    let tokens = pairs.iter().map(|(p, r)| p.len() + r.len()).sum();
+    (tokens, pairs.iter().map(|(_, r)| r.len()).sum())
 }
 
 fn write_json(path: &Path, value: &Value) -> Result<()> {
@@ -194,8 +200,7 @@ fn bench_update(model: &Llama, a: &BenchOptions, pairs: &[(Vec<u32>, Vec<u32>)])
             Ok(())
         },
     )?;
-    let tokens: usize = pairs.iter().map(|(p, r)| p.len() + r.len()).sum();
-    let reply: usize = pairs.iter().map(|(_, r)| r.len()).sum();
+    let (tokens, reply) = token_counts(pairs);
     Ok(json!({
         "samples": pairs.len(), "micro_batch": a.micro_batch, "tokens": tokens, "reply_tokens": reply,
         "seconds": update_s, "seconds_all": all, "tokens_per_s": tokens as f64 / update_s,
@@ -208,11 +213,10 @@ fn bench_update(model: &Llama, a: &BenchOptions, pairs: &[(Vec<u32>, Vec<u32>)])
 fn bench_parts(model: &Llama, a: &BenchOptions, pairs: &[(Vec<u32>, Vec<u32>)]) -> Result<Value> {
     let device = model.device();
     let mut opt = optimizer(model)?;
-    let mut order: Vec<usize> = (0..pairs.len()).collect();
-    order.sort_by_key(|&i| (pairs[i].0.len() + pairs[i].1.len(), i));
+    let all: Vec<usize> = (0..pairs.len()).collect();
     let (mut forward_s, mut backward_s) = (0.0, 0.0);
     let mut grads = policy::optim::Accumulator::new(&opt.vars());
-    for rows in order.chunks(a.micro_batch.max(1)) {
+    for rows in by_length(&samples_of(pairs), &all, a.micro_batch) {
         let rows: Vec<_> = rows.iter().map(|&i| pairs[i].clone()).collect();
         let batch = ResponseBatch::new(&rows, 0, model.config().max_position, model.dtype(), device)?;
         let mut loss = None;
@@ -233,8 +237,7 @@ fn bench_parts(model: &Llama, a: &BenchOptions, pairs: &[(Vec<u32>, Vec<u32>)]) 
         opt.step(&grads)?;
         Ok(())
     })?;
-    let tokens: usize = pairs.iter().map(|(p, r)| p.len() + r.len()).sum();
-    let reply: usize = pairs.iter().map(|(_, r)| r.len()).sum();
+    let (tokens, reply) = token_counts(pairs);
     let micro_batches = pairs.len().div_ceil(a.micro_batch);
     let rows = a.micro_batch.min(pairs.len());
     Ok(json!({
@@ -299,7 +302,7 @@ fn bench_logprobs(model: &Llama, a: &BenchOptions, pairs: &[(Vec<u32>, Vec<u32>)
             Ok(())
         },
     )?;
-    let tokens: usize = pairs.iter().map(|(p, r)| p.len() + r.len()).sum();
+    let (tokens, _) = token_counts(pairs);
     Ok(json!({
         "samples": pairs.len(), "micro_batch": a.micro_batch, "tokens": tokens,
         "seconds": seconds, "seconds_all": all, "tokens_per_s": tokens as f64 / seconds,

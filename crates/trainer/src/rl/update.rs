@@ -38,7 +38,7 @@ impl Sample {
 
 /// Sample indices in groups of at most `rows`, neighbours in length together (padding costs
 /// attention and matmul work on every padded position).
-fn by_length(samples: &[Sample], indices: &[usize], rows: usize) -> Vec<Vec<usize>> {
+pub(crate) fn by_length(samples: &[Sample], indices: &[usize], rows: usize) -> Vec<Vec<usize>> {
     let mut sorted = indices.to_vec();
     sorted.sort_by_key(|&i| (samples[i].len(), i));
     sorted.chunks(rows.max(1)).map(<[usize]>::to_vec).collect()
