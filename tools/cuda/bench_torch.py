@@ -119,7 +119,7 @@ def bench_update(model, pairs, rows, repeats, device):
         for mb in mbs:
             logp, entropy = reply_scores(model, pairs, mb, device)
             adv = torch.tensor([adv_of[i] for i in mb for _ in pairs[i][1]], device=device)
-            o = old[tuple(mb)] if tuple(mb) in old else logp.detach()
+            o = old[tuple(mb)]
             ppo_loss(logp, entropy, o, o, adv, denom).backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
