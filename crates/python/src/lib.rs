@@ -64,10 +64,11 @@ fn score_json(py: Python<'_>, episodes_json: &str, config_json: Option<&str>) ->
 
 /// One step's prompt, rendered as `rlvmr` renders it for its own policies. `history`: the
 /// past steps, oldest first, as `(observation, action, output)`; `plan`: the current plan
-/// (see `carried_plan`); `templates` and `objects`: ScienceWorld's; `config_json`: the run
-/// config's `[prompt]` section as JSON (None: the defaults).
+/// (see `carried_plan`); `templates` and `objects`: ScienceWorld's; `room` and `inventory`:
+/// ScienceWorld's room description and inventory text (shown with the config's `room =
+/// true`); `config_json`: the run config's `[prompt]` section as JSON (None: the defaults).
 #[pyfunction]
-#[pyo3(signature = (task, observation, admissible_commands, step, history, plan = None, templates = Vec::new(), objects = Vec::new(), config_json = None))]
+#[pyo3(signature = (task, observation, admissible_commands, step, history, plan = None, templates = Vec::new(), objects = Vec::new(), config_json = None, room = String::new(), inventory = String::new()))]
 #[allow(clippy::too_many_arguments)]
 fn build_prompt(
     task: &str,
@@ -79,6 +80,8 @@ fn build_prompt(
     templates: Vec<String>,
     objects: Vec<String>,
     config_json: Option<&str>,
+    room: String,
+    inventory: String,
 ) -> PyResult<String> {
     let config: rlvmr_core::prompt::PromptConfig = match config_json {
         Some(text) => serde_json::from_str(text).map_err(|e| PyValueError::new_err(format!("bad prompt config: {e}")))?,
@@ -97,6 +100,8 @@ fn build_prompt(
         plan: plan.as_deref(),
         templates: &templates,
         objects: &objects,
+        room: &room,
+        inventory: &inventory,
     };
     Ok(rlvmr_core::prompt::render(&config, &input))
 }

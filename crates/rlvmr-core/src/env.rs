@@ -43,4 +43,11 @@ pub trait Env {
     fn templates_and_objects(&mut self) -> Result<(Vec<String>, Vec<String>), EnvError> {
         Ok((Vec::new(), Vec::new()))
     }
+
+    /// The description of the room the agent is in and its inventory, read without spending
+    /// a move, for prompts that show them every step (ScienceWorld). Environments without
+    /// them return empty texts.
+    fn room_and_inventory(&mut self) -> Result<(String, String), EnvError> {
+        Ok((String::new(), String::new()))
+    }
 }

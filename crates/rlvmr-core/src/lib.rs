@@ -7,6 +7,7 @@ pub mod format;
 pub mod metrics;
 pub mod prompt;
 pub mod reward;
+pub mod scene;
 pub mod score;
 pub mod tag;
 

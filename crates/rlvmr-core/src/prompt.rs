@@ -74,6 +74,7 @@ use std::fmt;
 use serde::de::{self, Deserializer, Visitor};
 use serde::{Deserialize, Serialize, Serializer};
 use crate::format::ReplyLayout;
+use crate::scene;
 
 /// What the plan slot shows before the agent's first non-empty `<planning>` block.
 pub const NO_PLAN: &str = "No plan.";
@@ -202,6 +203,10 @@ pub struct PromptConfig {
     /// (each block's body on a line of its own, as the authors' prompts). The cold start's
     /// demonstrations are written in it, and the format instructions, when shown, show it.
     pub layout: ReplyLayout,
+    /// ScienceWorld: show the room the agent is in and its inventory at every step (each on
+    /// one line, see [`crate::scene`]) instead of the action templates and objects; history
+    /// lines then name a room description's room only. Default: false.
+    pub room: bool,
 }
 
 impl PromptConfig {
@@ -229,6 +234,7 @@ impl Default for PromptConfig {
             drop_help: true,
             instructions: true,
             layout: ReplyLayout::Inline,
+            room: false,
         }
     }
 }
@@ -264,6 +270,10 @@ pub struct PromptInput<'a> {
     pub templates: &'a [String],
     /// ScienceWorld: the objects and locations that can fill the templates' placeholders.
     pub objects: &'a [String],
+    /// ScienceWorld with [`PromptConfig::room`]: the room's description (a free look).
+    pub room: &'a str,
+    /// ScienceWorld with [`PromptConfig::room`]: the inventory's text.
+    pub inventory: &'a str,
 }
 
 /// The trimmed inner text of the last non-empty `<planning>...</planning>` block of a raw
@@ -393,7 +403,11 @@ fn render_full(cfg: &PromptConfig, input: &PromptInput, out: &mut String) {
             }
             for (n, entry) in history {
                 out.push_str(&format!("[Step {n}] Observation: "));
-                push_indented(out, entry.observation);
+                if room_view(cfg) {
+                    out.push_str(or_none(&scene::room_header(entry.observation)));
+                } else {
+                    push_indented(out, entry.observation);
+                }
                 out.push_str(&format!("\n[Step {n}] Action: "));
                 out.push_str(or_none(entry.action.trim()));
                 out.push('\n');
@@ -450,7 +464,11 @@ fn push_format_full(cfg: &PromptConfig, out: &mut String) {
         out.push_str("Think the step through in the first block. ");
     }
     out.push_str("The action block holds ");
-    out.push_str(action_rule(cfg.env));
+    out.push_str(if room_view(cfg) {
+        "exactly one command, naming objects as the room and the inventory show them"
+    } else {
+        action_rule(cfg.env)
+    });
     out.push('.');
     if cfg.cold_start {
         out.push('\n');
@@ -459,7 +477,12 @@ fn push_format_full(cfg: &PromptConfig, out: &mut String) {
 }
 
 fn push_actions_full(cfg: &PromptConfig, input: &PromptInput, out: &mut String) {
-    if cfg.env == PromptEnv::ScienceWorld && !input.templates.is_empty() {
+    if room_view(cfg) {
+        push_room_compact(input, out);
+        out.push('\n');
+        out.push_str(FOCUS_WARNING);
+        out.push_str("\n\n");
+    } else if cfg.env == PromptEnv::ScienceWorld && !input.templates.is_empty() {
         out.push_str(
             "Action templates (replace each OBJ or LOC with one of the objects in view):\n",
         );
@@ -529,7 +552,11 @@ fn render_compact(cfg: &PromptConfig, input: &PromptInput, out: &mut String) {
             out.push_str(" Recent (observation > action):\n");
             for (n, entry) in history {
                 out.push_str(&format!("{n}: "));
-                push_one_line(out, entry.observation);
+                if room_view(cfg) {
+                    out.push_str(or_none(&scene::room_header(entry.observation)));
+                } else {
+                    push_one_line(out, entry.observation);
+                }
                 out.push_str(" > ");
                 out.push_str(or_none(entry.action.trim()));
                 out.push('\n');
@@ -556,10 +583,16 @@ fn render_compact(cfg: &PromptConfig, input: &PromptInput, out: &mut String) {
         out.push('\n');
     }
     out.push_str("Now: ");
-    push_lines(out, input.observation);
+    if room_view(cfg) && scene::is_room(input.observation) {
+        out.push_str(&scene::compact_room(input.observation));
+    } else {
+        push_lines(out, input.observation);
+    }
     out.push('\n');
 
-    if cfg.env == PromptEnv::ScienceWorld && !input.templates.is_empty() {
+    if room_view(cfg) {
+        push_room_compact(input, out);
+    } else if cfg.env == PromptEnv::ScienceWorld && !input.templates.is_empty() {
         out.push_str("Templates: ");
         push_joined(out, input.templates.iter().map(String::as_str), ", ");
         out.push_str("\nObjects: ");
@@ -570,7 +603,7 @@ fn render_compact(cfg: &PromptConfig, input: &PromptInput, out: &mut String) {
         push_joined(out, admissible(cfg, input), ", ");
         out.push('\n');
     }
-    if cfg.env == PromptEnv::ScienceWorld {
+    if cfg.env == PromptEnv::ScienceWorld && (cfg.instructions || !cfg.room) {
         out.push_str("Focus only on what the task names.\n");
     }
 
@@ -579,9 +612,30 @@ fn render_compact(cfg: &PromptConfig, input: &PromptInput, out: &mut String) {
     }
 }
 
+/// ScienceWorld's room (unless the current observation already is its description) and
+/// inventory, each on one line.
+fn push_room_compact(input: &PromptInput, out: &mut String) {
+    if !scene::is_room(input.observation) && !input.room.trim().is_empty() {
+        out.push_str("Room: ");
+        out.push_str(&scene::compact_room(input.room));
+        out.push('\n');
+    }
+    if !input.inventory.trim().is_empty() {
+        out.push_str("Inventory: ");
+        out.push_str(&scene::compact_inventory(input.inventory));
+        out.push('\n');
+    }
+}
+
+/// ScienceWorld prompts that show the room and inventory ([`PromptConfig::room`]).
+fn room_view(cfg: &PromptConfig) -> bool {
+    cfg.room && cfg.env == PromptEnv::ScienceWorld
+}
+
 fn push_format_compact(cfg: &PromptConfig, input: &PromptInput, out: &mut String) {
     let tagged = cfg.style == PromptStyle::Tagged;
     let action = match (cfg.env, input.templates.is_empty()) {
+        (PromptEnv::ScienceWorld, _) if cfg.room => "one command for the room and inventory",
         (PromptEnv::ScienceWorld, false) => "a template with OBJ/LOC filled from Objects",
         _ => "one of Actions",
     };
@@ -1113,6 +1167,7 @@ mod tests {
                                         drop_help: true,
                                         instructions: step % 2 == 0,
                                         layout: if compact { ReplyLayout::Lines } else { ReplyLayout::Inline },
+                                        room: step % 3 == 0,
                                     };
                                     let input = PromptInput {
                                         task: "",
@@ -1123,6 +1178,8 @@ mod tests {
                                         plan: Some(""),
                                         templates: &weird,
                                         objects: &[],
+                                        room: &huge,
+                                        inventory: "In your inventory, you see:",
                                     };
                                     let a = render(&cfg, &input);
                                     assert_eq!(a, render(&cfg, &input));

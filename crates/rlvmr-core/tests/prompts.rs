@@ -413,3 +413,41 @@ fn scienceworld_compact_step3() {
     };
     insta::assert_snapshot!("scienceworld_compact_step3", sci_step3(&cfg));
 }
+
+const SCI_INVENTORY: &str = "In your inventory, you see:\n\ta metal pot (containing nothing)\n";
+
+/// The room view of the main ScienceWorld preset: the room and inventory instead of
+/// templates and objects, a room description in the history named by its room only.
+fn sci_room_step(observation: &str) -> String {
+    let cfg = PromptConfig {
+        env: PromptEnv::ScienceWorld,
+        room: true,
+        instructions: false,
+        ..PromptConfig::small()
+    };
+    let (replies, plan) = replies_and_plan(cfg.style, &SCI_STEPS);
+    let history = history(&SCI_STEPS, &replies);
+    render(
+        &cfg,
+        &PromptInput {
+            task: SCI_TASK,
+            step: 3,
+            history: &history,
+            observation,
+            plan: plan.as_deref(),
+            room: SCI_OBS3,
+            inventory: SCI_INVENTORY,
+            ..Default::default()
+        },
+    )
+}
+
+#[test]
+fn scienceworld_room_step3() {
+    insta::assert_snapshot!("scienceworld_room_step3", sci_room_step("You move the metal pot to the sink."));
+    // After a look around the observation is the room: it is not shown twice.
+    let looked = sci_room_step(SCI_OBS3);
+    assert!(looked.contains("Now: In the kitchen: chair. On the chair is: nothing | "), "{looked}");
+    assert!(!looked.contains("Room: "), "{looked}");
+    assert!(!looked.contains("Templates") && !looked.contains("Focus only"), "{looked}");
+}

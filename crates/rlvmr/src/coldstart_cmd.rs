@@ -97,21 +97,8 @@ pub fn run(args: ColdstartArgs) -> Result<ExitCode> {
         ))
     });
     let result = trainer::coldstart::run(&config, &out)?;
-    let mistakes = result
-        .episodes
-        .iter()
-        .filter(|e| e.steps.iter().any(|s| s.mistake))
-        .count();
-    let steps: usize = result.episodes.iter().map(|e| e.steps.len()).sum();
-    println!("{}", config.env.protocol.describe());
-    println!(
-        "kept {} of {} expert episodes ({} with a planted mistake), {} steps, {} SFT samples",
-        result.episodes.len(),
-        result.played,
-        mistakes,
-        steps,
-        result.samples.len()
-    );
+    println!("{}", config.env.protocol.describe(&config.env.name));
+    println!("{}", result.summary());
     if let Some(t) = &result.teacher {
         let rejections: Vec<String> = t.rejections.iter().map(|(k, n)| format!("{k} {n}")).collect();
         println!(

@@ -2,7 +2,8 @@
 //! tasks, benchmark against the official Python client.
 
 use std::io::{self, BufRead, Write};
-use std::path::PathBuf;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::{bail, Context, Result};
@@ -68,6 +69,26 @@ pub enum SciworldCommand {
         #[command(flatten)]
         env: EnvArgs,
     },
+    /// Record the playable length (door openings left out) of every gold path of a split into
+    /// a tab-separated file (`task`, `variation`, `actions`), sorted; run again, it goes on
+    /// from the rows the file holds. The committed crates/sciworld/data/gold_lengths_train.tsv.gz
+    /// is `--split train` gzipped.
+    GoldLengths {
+        /// Tasks (names or indices); default all 30.
+        #[arg(long = "task")]
+        tasks: Vec<String>,
+        /// train, dev or test.
+        #[arg(long, default_value = "train")]
+        split: String,
+        /// Gold-path JVMs working side by side.
+        #[arg(long, default_value_t = 2)]
+        jobs: usize,
+        /// The file to write (and to resume from).
+        #[arg(long)]
+        out: PathBuf,
+        #[command(flatten)]
+        env: EnvArgs,
+    },
     /// List tasks with their variations per official split, or the games of an RLVMR level.
     Tasks {
         /// L0, L1 or L2: list that level's (task, variation) games instead.
@@ -103,6 +124,9 @@ pub fn run(command: SciworldCommand) -> Result<ExitCode> {
         SciworldCommand::Replay { env } => replay_stdin(&env),
         SciworldCommand::Play { task, variation, valid, env } => play(&task, variation, valid, &env),
         SciworldCommand::Gold { tasks, split, per_task, env } => gold(&tasks, &split, per_task, &env),
+        SciworldCommand::GoldLengths { tasks, split, jobs, out, env } => {
+            gold_lengths(&tasks, &split, jobs, &out, &env)
+        }
         SciworldCommand::Tasks { level, phase } => list_tasks(level.as_deref(), &phase),
         SciworldCommand::Bench { transcripts, episodes, envs, reference_python, no_reference } => {
             bench(transcripts, episodes, envs, reference_python, no_reference)
@@ -212,6 +236,80 @@ fn gold(task_args: &[String], split: &str, per_task: usize, args: &EnvArgs) -> R
     }
     writeln!(out, "{perfect} of {checked} gold paths reach 100")?;
     Ok(if perfect == checked { ExitCode::SUCCESS } else { ExitCode::from(1) })
+}
+
+fn gold_lengths(task_args: &[String], split: &str, jobs: usize, out: &Path, args: &EnvArgs) -> Result<ExitCode> {
+    let Some(split) = OfficialSplit::from_name(split) else {
+        bail!("unknown split '{split}': use train, dev or test");
+    };
+    if jobs == 0 {
+        bail!("--jobs must be at least 1");
+    }
+    let tasks = if task_args.is_empty() {
+        sciworld::tasks()
+    } else {
+        task_args.iter().map(|t| sciworld::resolve_task(t)).collect::<Result<_, _>>()?
+    };
+    let mut rows: BTreeMap<(usize, usize), usize> = BTreeMap::new();
+    if out.is_file() {
+        let text = std::fs::read_to_string(out).with_context(|| format!("reading {}", out.display()))?;
+        let done = sciworld::GoldLengths::parse(&text).map_err(|e| anyhow::anyhow!("{}: {e}", out.display()))?;
+        for task in sciworld::tasks() {
+            for variation in 0..task.variations {
+                if let Some(n) = done.get(task.name, variation) {
+                    rows.insert((task.index, variation), n);
+                }
+            }
+        }
+    }
+    let todo: Vec<(usize, usize)> = tasks
+        .iter()
+        .flat_map(|t| t.split(split).map(move |v| (t.index, v)))
+        .filter(|key| !rows.contains_key(key))
+        .collect();
+    eprintln!("{} gold paths to generate ({} already in {})", todo.len(), rows.len(), out.display());
+    let config = args.config(false)?;
+    let queue = std::sync::Mutex::new(todo.into_iter());
+    let found = std::sync::Mutex::new(Vec::new());
+    let fresh = std::fs::metadata(out).map_or(true, |m| m.len() == 0);
+    let mut log = std::fs::OpenOptions::new().create(true).append(true).open(out)
+        .with_context(|| format!("opening {}", out.display()))?;
+    if fresh {
+        writeln!(log, "{}", sciworld::GOLD_LENGTHS_HEADER)?;
+    }
+    let log = std::sync::Mutex::new(log);
+    std::thread::scope(|scope| -> Result<()> {
+        let workers: Vec<_> = (0..jobs.min(8))
+            .map(|_| {
+                scope.spawn(|| -> Result<()> {
+                    let mut oracle = GoldOracle::new(&config)?;
+                    loop {
+                        let Some((task, variation)) = queue.lock().unwrap().next() else { return Ok(()) };
+                        let name = sciworld::tasks()[task].name;
+                        let path = oracle.gold_actions(name, variation)?;
+                        let actions = sciworld::without_door_openings(path).len();
+                        // Appended as found, so an interrupted run loses nothing.
+                        writeln!(log.lock().unwrap(), "{name}\t{variation}\t{actions}")?;
+                        found.lock().unwrap().push(((task, variation), actions));
+                    }
+                })
+            })
+            .collect();
+        for worker in workers {
+            worker.join().map_err(|_| anyhow::anyhow!("a gold-path worker panicked"))??;
+        }
+        Ok(())
+    })?;
+    rows.extend(found.into_inner().unwrap());
+    let mut text = format!("{}\n", sciworld::GOLD_LENGTHS_HEADER);
+    for ((task, variation), actions) in &rows {
+        text.push_str(&format!("{}\t{variation}\t{actions}\n", sciworld::tasks()[*task].name));
+    }
+    let tmp = out.with_extension("tmp");
+    std::fs::write(&tmp, text)?;
+    std::fs::rename(&tmp, out)?;
+    eprintln!("wrote {} rows to {}", rows.len(), out.display());
+    Ok(ExitCode::SUCCESS)
 }
 
 fn list_tasks(level: Option<&str>, phase: &str) -> Result<ExitCode> {

@@ -300,6 +300,12 @@ impl Env for SciWorldEnv {
         Ok((templates, objects))
     }
 
+    fn room_and_inventory(&mut self) -> std::result::Result<(String, String), EnvError> {
+        let room = self.look().map_err(env_error)?;
+        let inventory = self.inventory().map_err(env_error)?;
+        Ok((room, inventory))
+    }
+
     /// The last observation text.
     fn anchor(&self) -> String {
         self.episode

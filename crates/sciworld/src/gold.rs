@@ -88,3 +88,117 @@ pub fn replay_gold(
         done: last.done,
     })
 }
+
+/// The gold path as an agent plays it under the "easy" simplifications (the default): the
+/// gold paths open every door on the way, but there every door is already open and those
+/// steps only answer "The door is already open.", so they are left out.
+pub fn without_door_openings(path: Vec<String>) -> Vec<String> {
+    path.into_iter()
+        .filter(|a| !a.starts_with("open door to "))
+        .collect()
+}
+
+/// Playable gold-path lengths ([`without_door_openings`]) per (task index, variation), as
+/// `rlvmr sciworld gold-lengths` records them: lines `task<TAB>variation<TAB>actions` under
+/// a header line.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct GoldLengths {
+    lengths: HashMap<(usize, usize), usize>,
+}
+
+/// The header line of a gold-lengths file.
+pub const GOLD_LENGTHS_HEADER: &str = "task\tvariation\tactions";
+
+/// The recording committed with this crate: every training variation of the 30 tasks under
+/// the "easy" simplifications.
+const RECORDED_TRAIN: &[u8] = include_bytes!("../data/gold_lengths_train.tsv.gz");
+
+impl GoldLengths {
+    /// Parses a gold-lengths text; an error names the line and what was wrong with it.
+    pub fn parse(text: &str) -> std::result::Result<GoldLengths, String> {
+        let mut lengths = HashMap::new();
+        for (i, line) in text.lines().enumerate() {
+            if (i == 0 && line == GOLD_LENGTHS_HEADER) || line.trim().is_empty() {
+                continue;
+            }
+            let bad = |what: &str| format!("line {}: {what}: {line:?}", i + 1);
+            let fields: Vec<&str> = line.split('\t').collect();
+            let [task, variation, actions] = fields[..] else {
+                return Err(bad("not three tab-separated fields"));
+            };
+            let task = resolve_task(task).map_err(|e| bad(&e.to_string()))?;
+            let variation: usize = variation.parse().map_err(|_| bad("variation is not a number"))?;
+            check_variation(&task, variation).map_err(|e| bad(&e.to_string()))?;
+            let actions: usize = actions.parse().map_err(|_| bad("actions is not a number"))?;
+            lengths.insert((task.index, variation), actions);
+        }
+        Ok(GoldLengths { lengths })
+    }
+
+    /// The committed recording of the training variations.
+    pub fn recorded_train() -> &'static GoldLengths {
+        static RECORDED: std::sync::OnceLock<GoldLengths> = std::sync::OnceLock::new();
+        RECORDED.get_or_init(|| {
+            let mut text = String::new();
+            let mut gz = flate2::read::GzDecoder::new(RECORDED_TRAIN);
+            std::io::Read::read_to_string(&mut gz, &mut text).expect("the committed recording is gzip text");
+            GoldLengths::parse(&text).expect("the committed recording parses")
+        })
+    }
+
+    /// The playable length of a task's (name or index) variation's gold path, if recorded.
+    pub fn get(&self, task: &str, variation: usize) -> Option<usize> {
+        let task = resolve_task(task).ok()?;
+        self.lengths.get(&(task.index, variation)).copied()
+    }
+
+    /// Recorded variations.
+    pub fn len(&self) -> usize {
+        self.lengths.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.lengths.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn door_openings_are_left_out() {
+        let path = ["open door to kitchen", "go to kitchen", "open fridge"].map(String::from);
+        assert_eq!(without_door_openings(path.to_vec()), ["go to kitchen", "open fridge"]);
+    }
+
+    #[test]
+    fn gold_lengths_parse_and_name_bad_lines() {
+        let text = format!("{GOLD_LENGTHS_HEADER}\nboil\t3\t41\n5\t0\t9\n");
+        let lengths = GoldLengths::parse(&text).unwrap();
+        assert_eq!(lengths.get("boil", 3), Some(41));
+        assert_eq!(lengths.get("find-animal", 0), Some(9));
+        assert_eq!(lengths.get("0", 3), Some(41));
+        assert_eq!(lengths.get("boil", 4), None);
+        for (bad, says) in [
+            ("boil\t3\n", "line 2: not three tab-separated fields"),
+            ("boyl\t3\t4\n", "line 2: unknown task"),
+            ("boil\tx\t4\n", "line 2: variation is not a number"),
+            ("boil\t30\t4\n", "line 2:"),
+            ("boil\t3\t-4\n", "line 2: actions is not a number"),
+        ] {
+            let err = GoldLengths::parse(&format!("{GOLD_LENGTHS_HEADER}\n{bad}")).unwrap_err();
+            assert!(err.starts_with(says), "{bad:?}: {err}");
+        }
+    }
+
+    #[test]
+    fn the_recorded_training_lengths_cover_every_training_variation() {
+        let recorded = GoldLengths::recorded_train();
+        for task in crate::tasks() {
+            for variation in task.split(crate::OfficialSplit::Train) {
+                assert!(recorded.get(task.name, variation).is_some(), "{} {variation}", task.name);
+            }
+        }
+    }
+}

@@ -325,4 +325,30 @@ mod tests {
             .iter()
             .all(|g| !L2_HELD_OUT.contains(&g.task.name)));
     }
+
+    /// The authors' lists (`variations_idx/L{0,1,2}_idx.json` of their release: `train` and
+    /// `test`, each `[task index, variation]` pairs in a seed-42 shuffle) hold the same games
+    /// as ours: the sha256 of the pairs sorted, one `task variation` line each, computed from
+    /// their files (docs/sciworld.md, "Levels as the authors draw them").
+    #[test]
+    fn levels_hold_the_authors_games() {
+        use sha2::{Digest, Sha256};
+        let authors = [
+            (Level::L0, Phase::Train, 3322, "0b05971632882110e9589e6a632b1da9e43be7e625357ce16209d84ed8edf42f"),
+            (Level::L0, Phase::Test, 1661, "0ddb6cf993447e6e179bbe2c25a602779c23df8cd4f5550669513df7c3340fae"),
+            (Level::L1, Phase::Train, 3322, "0b05971632882110e9589e6a632b1da9e43be7e625357ce16209d84ed8edf42f"),
+            (Level::L1, Phase::Test, 1684, "dea6e4ecd74ff9acbd0f79f185ab3704c246a3ce6a0892062c4d35afd8d79523"),
+            (Level::L2, Phase::Train, 2242, "3b35385b4e5377d075eb8f59a2d73867b9e863df5fcab37b13a13778b7d21d24"),
+            (Level::L2, Phase::Test, 549, "6483d99697226cca140041ddfd97cb549d09716c9aad30e7d4372b0fa87ae580"),
+        ];
+        for (level, phase, count, sha) in authors {
+            let mut pairs: Vec<(usize, usize)> =
+                level.games(phase).iter().map(|g| (g.task.index, g.variation)).collect();
+            pairs.sort();
+            let text: String = pairs.iter().map(|(t, v)| format!("{t} {v}\n")).collect();
+            assert_eq!(pairs.len(), count, "{level:?} {phase:?}");
+            let digest: String = Sha256::digest(text.as_bytes()).iter().map(|b| format!("{b:02x}")).collect();
+            assert_eq!(digest, sha, "{level:?} {phase:?}");
+        }
+    }
 }

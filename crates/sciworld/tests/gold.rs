@@ -88,3 +88,19 @@ fn replay_until_won(
     }
     check
 }
+
+/// The committed gold-path lengths (`GoldLengths::recorded_train`, which the cold start
+/// uses to leave out paths too long for its episodes) are the simulator's: a third of the
+/// tasks (every third index, mendelian genetics among them), first training variation.
+#[test]
+fn recorded_gold_lengths_are_the_simulators() {
+    let config = EnvConfig::from_default_jar().expect("the scienceworld jar");
+    let mut oracle = GoldOracle::new(&config).unwrap();
+    let recorded = sciworld::GoldLengths::recorded_train();
+    for task in tasks().iter().filter(|t| t.index % 3 == 0) {
+        let variation = task.split(OfficialSplit::Train).next().unwrap();
+        let path = oracle.gold_actions(task.name, variation).unwrap();
+        let playable = sciworld::without_door_openings(path).len();
+        assert_eq!(recorded.get(task.name, variation), Some(playable), "{} {variation}", task.name);
+    }
+}

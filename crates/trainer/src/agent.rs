@@ -58,6 +58,13 @@ pub trait Policy {
     /// An episode starts in `slot` (called before its first turn).
     fn start_episode(&mut self, slot: usize, spec: &EpisodeSpec) -> Result<()>;
 
+    /// Episodes start in these slots, all at once, one result each: a policy that prepares
+    /// an episode slowly (a gold path to generate) may prepare them side by side. Default:
+    /// [`Policy::start_episode`] for each, in order.
+    fn start_episodes(&mut self, starts: &[(usize, &EpisodeSpec)]) -> Vec<Result<()>> {
+        starts.iter().map(|&(slot, spec)| self.start_episode(slot, spec)).collect()
+    }
+
     /// One reply per turn, in order. An `Err` inside the list fails that episode only; an
     /// `Err` for the whole call stops the collection.
     fn act(&mut self, turns: &[Turn]) -> Result<Vec<Result<Reply, String>>>;

@@ -141,9 +141,8 @@ struct Running {
     env: Option<Box<dyn Env + Send>>,
     task: String,
     current: StepResult,
-    /// The environment's action templates and objects for the current prompt (ScienceWorld).
-    templates: Vec<String>,
-    objects: Vec<String>,
+    /// What the environment shows beside the observation in the current prompt.
+    view: View,
     plan: Option<String>,
     steps: Vec<StepRecord>,
     won: bool,
@@ -164,8 +163,7 @@ impl Running {
                 done: true,
                 score: 0.0,
             },
-            templates: Vec::new(),
-            objects: Vec::new(),
+            view: View::default(),
             plan: None,
             steps: Vec::new(),
             won: false,
@@ -208,31 +206,77 @@ fn guarded<T>(
     }
 }
 
-fn start(provider: &dyn EnvProvider, spec: &EpisodeSpec, max_steps: usize) -> Running {
-    let mut env = match provider.make(&spec.task, spec.env_seed, max_steps) {
+/// ScienceWorld's extras for the prompt, read from the environment after every step:
+/// the action templates and objects, or with `prompt.room` the room and inventory.
+/// Other environments leave them empty.
+#[derive(Default)]
+struct View {
+    templates: Vec<String>,
+    objects: Vec<String>,
+    room: String,
+    inventory: String,
+}
+
+impl View {
+    fn read(env: &mut (dyn Env + Send), prompt: &PromptConfig) -> Result<View, String> {
+        if prompt.room {
+            let (room, inventory) = guarded("room", || env.room_and_inventory())?;
+            Ok(View { room, inventory, ..View::default() })
+        } else {
+            let (templates, objects) = guarded("templates", || env.templates_and_objects())?;
+            Ok(View { templates, objects, ..View::default() })
+        }
+    }
+}
+
+fn start(provider: &dyn EnvProvider, spec: &EpisodeSpec, opts: &CollectorOptions) -> Running {
+    let mut env = match provider.make(&spec.task, spec.env_seed, opts.max_steps) {
         Ok(env) => env,
         Err(e) => {
             return Running::failed(spec.clone(), format!("environment could not be made: {e}"))
         }
     };
     let reset = guarded("reset", || env.reset())
-        .and_then(|first| Ok((first, guarded("templates", || env.templates_and_objects())?)));
+        .and_then(|first| Ok((first, View::read(env.as_mut(), &opts.prompt)?)));
     match reset {
-        Ok((first, (templates, objects))) => Running {
+        Ok((first, view)) => Running {
             spec: spec.clone(),
             task: env.task().to_string(),
             done: first.done,
             won: first.won,
             env: Some(env),
             current: first,
-            templates,
-            objects,
+            view,
             plan: None,
             steps: Vec::new(),
             error: None,
         },
         Err(e) => Running::failed(spec.clone(), e),
     }
+}
+
+/// [`start`] for every spec, spread over `opts.threads` threads (a ScienceWorld reset loads
+/// the world: a tenth of a second or more).
+fn start_all(provider: &dyn EnvProvider, specs: &[EpisodeSpec], opts: &CollectorOptions) -> Vec<Running> {
+    let threads = opts.threads.max(1).min(specs.len().max(1));
+    if threads == 1 {
+        return specs.iter().map(|s| start(provider, s, opts)).collect();
+    }
+    let chunk = specs.len().div_ceil(threads);
+    std::thread::scope(|scope| {
+        let parts: Vec<_> = specs
+            .chunks(chunk)
+            .map(|part| (part, scope.spawn(move || part.iter().map(|s| start(provider, s, opts)).collect::<Vec<_>>())))
+            .collect();
+        parts
+            .into_iter()
+            .flat_map(|(part, handle)| {
+                handle.join().unwrap_or_else(|_| {
+                    part.iter().map(|s| Running::failed(s.clone(), "environment start panicked".into())).collect()
+                })
+            })
+            .collect()
+    })
 }
 
 /// The first `max_chars` characters of `text`.
@@ -260,8 +304,10 @@ fn render(run: &Running, opts: &CollectorOptions) -> String {
         observation: &run.current.observation,
         admissible: run.current.admissible_actions.as_deref().unwrap_or(&[]),
         plan: run.plan.as_deref(),
-        templates: &run.templates,
-        objects: &run.objects,
+        templates: &run.view.templates,
+        objects: &run.view.objects,
+        room: &run.view.room,
+        inventory: &run.view.inventory,
     };
     rlvmr_core::render_prompt(&opts.prompt, &input)
 }
@@ -338,8 +384,8 @@ fn advance(
     run.done = done;
     run.current = result;
     if !done {
-        match guarded("templates", || env.templates_and_objects()) {
-            Ok((templates, objects)) => (run.templates, run.objects) = (templates, objects),
+        match View::read(env.as_mut(), &opts.prompt) {
+            Ok(view) => run.view = view,
             Err(e) => {
                 run.error = Some(format!("{e} (step {})", step + 1));
                 run.won = false;
@@ -415,18 +461,17 @@ fn collect_wave(
     let mut policy_time = Duration::ZERO;
 
     let t = Instant::now();
-    let mut runs: Vec<Running> = specs
-        .iter()
-        .map(|s| start(provider, s, opts.max_steps))
-        .collect();
+    let mut runs = start_all(provider, specs, opts);
     env_time += t.elapsed();
-    for (slot, run) in runs.iter_mut().enumerate() {
-        if !run.done {
-            // A policy that cannot start one episode (no gold path for it) fails that one.
-            if let Err(e) = policy.start_episode(slot, &run.spec) {
-                run.error = Some(format!("the policy could not start the episode: {e}"));
-                run.done = true;
-            }
+    let starting: Vec<usize> = (0..runs.len()).filter(|&i| !runs[i].done).collect();
+    let specs_starting: Vec<(usize, &EpisodeSpec)> = starting.iter().map(|&i| (i, &runs[i].spec)).collect();
+    let started = policy.start_episodes(&specs_starting);
+    drop(specs_starting);
+    for (slot, result) in starting.into_iter().zip(started) {
+        // A policy that cannot start one episode (no gold path for it) fails that one.
+        if let Err(e) = result {
+            runs[slot].error = Some(format!("the policy could not start the episode: {e}"));
+            runs[slot].done = true;
         }
     }
 

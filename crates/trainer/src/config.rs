@@ -771,10 +771,9 @@ impl RunConfig {
         self.rl.old_logprobs == OldLogprobs::Sampler && !self.model.quantized_decode && self.rollout.temperature > 0.0
     }
 
-    /// The protocol a model trained with this config was trained under: ALFWorld's
-    /// `env.protocol`; `None` for environments without the distinction.
+    /// The protocol a model trained with this config was trained under (`env.protocol`).
     pub fn trained_protocol(&self) -> Option<Protocol> {
-        (self.env.name == "alfworld").then_some(self.env.protocol)
+        Some(self.env.protocol)
     }
 
     /// Refuses impossible values, naming the key.

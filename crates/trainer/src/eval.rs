@@ -174,7 +174,7 @@ pub fn table(summary: &Summary) -> String {
         summary.env, summary.split, summary.policy
     );
     if let Some(protocol) = summary.protocol {
-        out.push_str(protocol.describe());
+        out.push_str(protocol.describe(&summary.env));
         out.push('\n');
     }
     out.push('\n');

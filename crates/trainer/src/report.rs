@@ -25,8 +25,8 @@ pub struct Run {
     pub evals: Vec<Value>,
     /// The final model's evaluation per level (`rl.final_eval`), in level order.
     pub finals: Vec<(String, Value)>,
-    /// The protocol the run trained under (`DIR/config.toml`, ALFWorld runs).
-    pub protocol: Option<Protocol>,
+    /// The protocol the run trained under and its environment (`DIR/config.toml`).
+    pub protocol: Option<(Protocol, String)>,
 }
 
 impl Run {
@@ -71,7 +71,10 @@ impl Run {
         }
         let config = dir.join("config.toml");
         let protocol = match config.is_file() {
-            true => RunConfig::from_file(&config)?.trained_protocol(),
+            true => {
+                let config = RunConfig::from_file(&config)?;
+                config.trained_protocol().map(|p| (p, config.env.name))
+            }
             false => None,
         };
         Ok(Run { name: dir.display().to_string(), iterations, evals, finals, protocol })
@@ -479,7 +482,7 @@ fn percent(line: Option<&Value>, pointer: &str) -> String {
 /// The final figures of each run: its last iteration's training success and rates, its last
 /// evaluation, and the tag mix, as a Markdown table.
 pub fn table(runs: &[Run]) -> String {
-    let mut out = protocol_header(runs.iter().filter_map(|r| r.protocol));
+    let mut out = protocol_header(runs.iter().filter_map(|r| r.protocol.clone()));
     out.push_str(
         "| run | iterations | train success % | eval success % | eval split (iteration) | invalid % | inadmissible % | repetitive % | avg actions | planning / explore / reflection / monitor % |\n\
          |---|---:|---:|---:|---|---:|---:|---:|---:|---|\n",
@@ -627,16 +630,28 @@ fn protocols_of(runs: &[Levels]) -> Vec<String> {
     names
 }
 
+/// The (protocol, environment) pairs the runs' evaluation summaries name.
+fn protocol_envs(runs: &[Levels]) -> Vec<(Protocol, String)> {
+    runs.iter()
+        .flat_map(|levels| levels.iter().flatten())
+        .filter_map(|summary| {
+            let protocol = Protocol::from_name(summary.get("protocol")?.as_str()?)?;
+            let env = summary.get("env").and_then(Value::as_str).unwrap_or("alfworld");
+            Some((protocol, env.to_string()))
+        })
+        .collect()
+}
+
 /// One line per distinct protocol, in first-seen order, saying what it means, then a blank
 /// line; nothing without a protocol (the header of every table that reports L2).
-fn protocol_header(protocols: impl IntoIterator<Item = Protocol>) -> String {
-    let mut seen: Vec<Protocol> = Vec::new();
+fn protocol_header(protocols: impl IntoIterator<Item = (Protocol, String)>) -> String {
+    let mut seen: Vec<(Protocol, String)> = Vec::new();
     for p in protocols {
         if !seen.contains(&p) {
             seen.push(p);
         }
     }
-    let mut out: String = seen.iter().map(|p| format!("{}\n", p.describe())).collect();
+    let mut out: String = seen.iter().map(|(p, env)| format!("{}\n", p.describe(env))).collect();
     if !out.is_empty() {
         out.push('\n');
     }
@@ -668,7 +683,7 @@ pub fn comparison(dirs: &[PathBuf]) -> Result<String> {
             None => methods.push((method, vec![levels])),
         }
     }
-    let named = methods.iter().flat_map(|(_, runs)| protocols_of(runs)).filter_map(|name| Protocol::from_name(&name));
+    let named = methods.iter().flat_map(|(_, runs)| protocol_envs(runs));
     let mut out = protocol_header(named);
     out.push_str(
         "| method | protocol | runs | L0 success % | L1 success % | L2 success % | L2 invalid % | L2 inadmissible % | L2 repetitive % | L2 avg actions | L2 planning / explore / reflection / monitor % |\n\
@@ -747,7 +762,7 @@ mod tests {
         let table = comparison(&dirs).unwrap();
         // 20% and 40%: mean 30, sample sd 14.1; no L1 summary: –.
         assert!(
-            table.starts_with(crate::envs::Protocol::Published.describe()) && table.contains("| rlvmr | published | 2 | 30.0 ± 14.1 | – | 30.0 ± 14.1 | 10.0 ± 0.0 | 50.0 ± 0.0 | 25.0 ± 0.0 | 20.00 ± 0.00 | 10.0 ± 0.0 / 20.0 ± 0.0 / 0.0 ± 0.0 / 70.0 ± 0.0 |"),
+            table.starts_with(crate::envs::Protocol::Published.describe("alfworld")) && table.contains("| rlvmr | published | 2 | 30.0 ± 14.1 | – | 30.0 ± 14.1 | 10.0 ± 0.0 | 50.0 ± 0.0 | 25.0 ± 0.0 | 20.00 ± 0.00 | 10.0 ± 0.0 / 20.0 ± 0.0 / 0.0 ± 0.0 / 70.0 ± 0.0 |"),
             "{table}"
         );
         assert!(table.contains("| sft-only | published | 1 | – | – | 5.0 | 30.0 | 50.0 | 25.0 | 20.00 | 10.0 / 20.0 / 0.0 / 70.0 |"), "{table}");
@@ -830,7 +845,7 @@ mod tests {
                 serde_json::json!({"iteration": 2, "success": 0.5, "invalid_rate": 0.1}),
             ],
             finals: Vec::new(),
-            protocol: Some(Protocol::Strict),
+            protocol: Some((Protocol::Strict, "alfworld".to_string())),
             evals: vec![serde_json::json!({"iteration": 2, "eval": {"split": "L2", "success_rate": 0.75,
                 "invalid_rate": 0.05, "inadmissible_rate": 0.2, "repetitive_rate": 0.1, "avg_actions": 9.5,
                 "tag_mix": {"planning": 0.1, "explore": 0.2, "reflection": 0.3, "monitor": 0.4}}})],
@@ -838,7 +853,7 @@ mod tests {
         let evals = eval_table(std::slice::from_ref(&run));
         assert!(evals.contains("| a | L2 | 2 | 0 | 75.0 | 5.0 | 20.0 | 10.0 | 10.0 / 20.0 / 30.0 / 40.0 |"), "{evals}");
         let table = table(&[run]);
-        assert!(table.starts_with(Protocol::Strict.describe()), "{table}");
+        assert!(table.starts_with(Protocol::Strict.describe("alfworld")), "{table}");
         assert!(
             table.contains("| a | 2 | 50.0 | 75.0 | L2 (2) | 5.0 | 20.0 | 10.0 | 9.50 | 10.0 / 20.0 / 30.0 / 40.0 |"),
             "{table}"

@@ -40,6 +40,24 @@ fn levels_split_tasks_like_the_paper() {
 }
 
 #[test]
+fn the_protocols_choose_the_cold_starts_tasks_and_long_gold_paths_are_never_drawn() {
+    let l2 = open_env("sciworld", "L2", None).unwrap();
+    let held_out = types(&l2.test_tasks());
+    let published = types(&l2.coldstart_tasks(Protocol::Published));
+    let strict = types(&l2.coldstart_tasks(Protocol::Strict));
+    assert_eq!(published.len(), 29, "published: every task's training variations");
+    assert!(held_out.is_subset(&published));
+    assert_eq!(strict, types(&l2.train_tasks()), "strict: the level's training tasks");
+    assert!(held_out.is_disjoint(&strict));
+    // Recorded lengths: mendelian genetics' gold paths run about 130 actions, find-animal's 3-12.
+    let game = |game: &str| TaskRef { game: game.into(), task_type: String::new() };
+    assert!(!l2.expert_may_fit(&game("mendelian-genetics-known-plant/0"), 30));
+    assert!(l2.expert_may_fit(&game("mendelian-genetics-known-plant/0"), 200));
+    assert!(l2.expert_may_fit(&game("find-animal/0"), 30));
+    assert!(l2.expert_may_fit(&game("not a game"), 30), "unknown: generated and judged then");
+}
+
+#[test]
 fn the_gold_expert_wins_and_a_random_player_plays_through_the_collector() {
     let provider = open_env("sciworld", "L2", None).unwrap();
     let task = provider

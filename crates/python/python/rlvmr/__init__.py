@@ -67,16 +67,19 @@ def _config_json(config, what):
 
 
 def build_prompt(task, observation, admissible_commands=(), step=0, history=(), plan=None,
-                 templates=(), objects=(), config=None):
+                 templates=(), objects=(), config=None, room="", inventory=""):
     """One step's prompt, byte for byte as `rlvmr eval` and `rlvmr train` render it.
 
     `history`: the past steps, oldest first, each a dict with `observation` (what the agent
     saw), `action` (the command sent) and `output` (the raw reply), or such a triple; the
     config's window picks the tail it shows. `step`: steps taken before this one. `plan`: the
     plan to show (None: "No plan."), kept step by step with `carried_plan(plan, output)`.
-    `templates`, `objects`: ScienceWorld's action templates and objects. `config`: the run
+    `templates`, `objects`: ScienceWorld's action templates and objects. `room`, `inventory`:
+    ScienceWorld's room description and inventory text (the env's free look and inventory),
+    shown instead of the templates when the config has `room = True`. `config`: the run
     config's `[prompt]` section as a dict (`env`, `style`, `history`, `recent_outputs`,
-    `compact`, `cold_start`, `drop_help`, `instructions`); None for the defaults.
+    `compact`, `cold_start`, `drop_help`, `instructions`, `layout`, `room`); None for the
+    defaults.
     """
     entries = []
     for i, entry in enumerate(history):
@@ -87,7 +90,8 @@ def build_prompt(task, observation, admissible_commands=(), step=0, history=(), 
                 raise ValueError(f"history[{i}] has no {e.args[0]!r}") from None
         entries.append(tuple(entry))
     return _build_prompt(task, observation, list(admissible_commands), int(step), entries, plan,
-                         list(templates), list(objects), _config_json(config, "config"))
+                         list(templates), list(objects), _config_json(config, "config"), str(room),
+                         str(inventory))
 
 
 def metrics(episodes, config=None):

@@ -46,6 +46,9 @@ pub struct Coldstart {
     pub samples: Vec<SftSample>,
     /// Episodes played, kept or not.
     pub played: usize,
+    /// Of those, episodes that ended before their first step: the expert gave them up (a
+    /// gold path too long for the step limit) or the environment failed to start.
+    pub not_started: usize,
     pub throughput: Throughput,
     /// What a served teacher's annotation did (when one annotated).
     pub teacher: Option<TeacherReport>,
@@ -64,6 +67,7 @@ pub fn coldstart(
     teacher: Option<&Teacher>,
 ) -> Result<Coldstart> {
     let mut tasks = provider.coldstart_tasks(protocol);
+    tasks.retain(|task| provider.expert_may_fit(task, options.max_steps));
     if tasks.is_empty() {
         return Err(TrainerError::Invalid(format!(
             "{} has no training tasks at this level",
@@ -75,9 +79,11 @@ pub fn coldstart(
     // published baselines). One scripted player for the whole cold start (ScienceWorld's
     // holds a gold-path JVM); it keeps nothing from one episode to the next.
     let style = output_style(&options.prompt);
+    let detours = Detours { give_up_at: Some(options.max_steps), ..detours };
     let mut expert = laid_out(provider.expert(detours, style)?, options.prompt.layout);
     let mut kept = Vec::new();
     let mut played = 0;
+    let mut not_started = 0;
     let mut throughput = Throughput::default();
     let mut next = 0;
     while kept.len() < n && next < tasks.len() {
@@ -88,6 +94,7 @@ pub fn coldstart(
         let collection = collect(provider, expert.as_mut(), &specs, options)?;
         next += batch.len();
         played += collection.episodes.len();
+        not_started += collection.episodes.iter().filter(|e| e.steps.is_empty() && e.error.is_some()).count();
         add_throughput(&mut throughput, &collection.throughput);
         kept.extend(
             collection
@@ -115,9 +122,32 @@ pub fn coldstart(
         episodes: kept,
         samples,
         played,
+        not_started,
         throughput,
         teacher: teacher_report,
     })
+}
+
+impl Coldstart {
+    /// One line on what was kept: `kept K of N expert episodes (G given up before their
+    /// first step, M with a planted mistake), S steps, X SFT samples`.
+    pub fn summary(&self) -> String {
+        let mistakes = self
+            .episodes
+            .iter()
+            .filter(|e| e.steps.iter().any(|s| s.mistake))
+            .count();
+        let steps: usize = self.episodes.iter().map(|e| e.steps.len()).sum();
+        format!(
+            "kept {} of {} expert episodes ({} ended before their first step, {} with a planted mistake), {} steps, {} SFT samples",
+            self.episodes.len(),
+            self.played,
+            self.not_started,
+            mistakes,
+            steps,
+            self.samples.len()
+        )
+    }
 }
 
 /// `rlvmr coldstart`: expert demonstrations of the level's training tasks, annotated by the
@@ -135,7 +165,11 @@ pub fn run(config: &RunConfig, out: &Path) -> Result<Coldstart> {
     let result = coldstart(
         provider.as_ref(),
         c.episodes,
-        Detours { mistake_fraction: c.mistake_fraction, appliance_search: c.appliance_search },
+        Detours {
+            mistake_fraction: c.mistake_fraction,
+            appliance_search: c.appliance_search,
+            give_up_at: None,
+        },
         config.env.protocol,
         config.run.seed,
         &config.collector_options(),
@@ -170,6 +204,10 @@ impl Policy for InLines {
 
     fn start_episode(&mut self, slot: usize, spec: &EpisodeSpec) -> Result<()> {
         self.player.start_episode(slot, spec)
+    }
+
+    fn start_episodes(&mut self, starts: &[(usize, &EpisodeSpec)]) -> Vec<Result<()>> {
+        self.player.start_episodes(starts)
     }
 
     fn act(&mut self, turns: &[Turn]) -> Result<Vec<std::result::Result<Reply, String>>> {

@@ -17,7 +17,8 @@ pub enum Protocol {
     /// As the authors' code runs it (`alfworld_prepare.py`): the cold start draws its
     /// demonstrations from the training games of all six ALFWorld task types; RL and every
     /// later training game are the level's (types 1-4 at L2). The paper's L2 means "task
-    /// categories never seen in RL".
+    /// categories never seen in RL". ScienceWorld (`sciworld_prepare.py` takes expert
+    /// trajectories of any task): the training variations of all 29 tasks.
     #[default]
     Published,
     /// The level's training games everywhere: at L2, types 5-6 (cool, pick_two) appear
@@ -39,14 +40,24 @@ impl Protocol {
         Protocol::ALL.into_iter().find(|p| p.name() == name)
     }
 
-    /// One line for the header of a table that reports L2.
-    pub fn describe(self) -> &'static str {
-        match self {
-            Protocol::Published => {
+    /// One line for the header of a table that reports L2, for the environment `env`
+    /// (`alfworld`, `sciworld`).
+    pub fn describe(self, env: &str) -> &'static str {
+        match (self, env) {
+            (Protocol::Published, "sciworld") => {
+                "protocol published: cold start on the training variations of all 29 \
+                 ScienceWorld tasks, RL on the level's tasks (19 at L2), L2 tested on the 10 \
+                 held-out tasks' test variations"
+            }
+            (Protocol::Strict, "sciworld") => {
+                "protocol strict: cold start and RL on the level's tasks only (19 at L2), L2 \
+                 tested on the 10 held-out tasks' test variations, seen nowhere before"
+            }
+            (Protocol::Published, _) => {
                 "protocol published: cold start on all six ALFWorld task types, RL on the level's \
                  types (1-4 at L2), L2 tested on types 5-6 of valid_unseen"
             }
-            Protocol::Strict => {
+            (Protocol::Strict, _) => {
                 "protocol strict: cold start and RL on the level's types only (1-4 at L2), \
                  L2 tested on types 5-6 of valid_unseen, seen nowhere before"
             }
@@ -67,12 +78,16 @@ pub struct Detours {
     pub mistake_fraction: f64,
     /// ALFWorld only: the expert searches for its appliance (heat, cool, clean tasks).
     pub appliance_search: f64,
+    /// The cold start keeps only episodes won in fewer steps than this: an expert that can
+    /// tell in advance (ScienceWorld's gold path is this long or longer) gives such an
+    /// episode up before playing it. `None`: play every episode (evaluation).
+    pub give_up_at: Option<usize>,
 }
 
 impl Detours {
     /// Mistakes only.
     pub fn mistakes(fraction: f64) -> Detours {
-        Detours { mistake_fraction: fraction, appliance_search: 0.0 }
+        Detours { mistake_fraction: fraction, ..Detours::default() }
     }
 }
 
@@ -91,6 +106,13 @@ pub trait EnvProvider: Sync {
     fn coldstart_tasks(&self, protocol: Protocol) -> Vec<TaskRef> {
         let _ = protocol;
         self.train_tasks()
+    }
+    /// Whether the expert may win `task` in fewer than `max_steps` steps, as far as is known
+    /// before playing it; the cold start draws only such tasks (it keeps only such
+    /// episodes). Default: true.
+    fn expert_may_fit(&self, task: &TaskRef, max_steps: usize) -> bool {
+        let _ = (task, max_steps);
+        true
     }
     /// The most episodes to keep open at once (`None`: no limit), for environments that
     /// each hold a heavy resource such as a JVM.

@@ -321,8 +321,9 @@ pub struct RlReport {
     pub lines: Vec<IterationLine>,
     pub evals: Vec<EvalLine>,
     pub final_dir: PathBuf,
-    /// The protocol the run trained under (ALFWorld).
+    /// The protocol the run trained under, and its environment.
     pub protocol: Option<crate::envs::Protocol>,
+    pub env: String,
     /// The final model on every test game of each `rl.final_eval` level.
     pub final_evals: Vec<crate::eval::Summary>,
 }
@@ -332,7 +333,7 @@ pub struct RlReport {
 pub fn final_table(report: &RlReport) -> String {
     let mut out = String::new();
     if let Some(protocol) = report.protocol {
-        out.push_str(&format!("{}\n\n", protocol.describe()));
+        out.push_str(&format!("{}\n\n", protocol.describe(&report.env)));
     }
     out.push_str(crate::eval::RATES_HEADER);
     if let Some(l) = report.lines.last() {

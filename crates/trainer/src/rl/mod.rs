@@ -161,7 +161,8 @@ fn resolve_init(config: &RunConfig, dir: &RunDir) -> Result<String> {
     }
     let coldstart_dir = dir.file("coldstart");
     eprintln!("cold start: {} expert demonstrations into {}", config.coldstart.episodes, coldstart_dir.display());
-    crate::coldstart::run(config, &coldstart_dir)?;
+    let coldstart = crate::coldstart::run(config, &coldstart_dir)?;
+    eprintln!("cold start: {}", coldstart.summary());
     let mut sft_config = config.clone();
     sft_config.sft.data = coldstart_dir.join("sft.jsonl");
     eprintln!("SFT of {} into {}", config.model.path, sft_dir.display());
@@ -604,6 +605,7 @@ pub fn train_on(config: &RunConfig, provider: &dyn EnvProvider, out: &Path, resu
         evals,
         final_dir,
         protocol: config.trained_protocol(),
+        env: config.env.name.clone(),
         final_evals,
     })
 }

@@ -14,7 +14,7 @@ use std::collections::{HashMap, VecDeque};
 
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use sciworld::{EnvConfig, GoldOracle};
+use sciworld::{without_door_openings, EnvConfig, GoldOracle};
 
 use crate::agent::{act_in_slots, Policy, Reply, Turn};
 use crate::error::{Result, TrainerError};
@@ -30,12 +30,19 @@ use rlvmr_core::OutputStyle;
 const FIRST_MISTAKE_STEPS: usize = 5;
 const LAST_MISTAKE_STEP: usize = 12;
 
+/// Gold-path JVMs generating side by side (some paths take seconds; one per core here).
+pub const GOLD_JVMS: usize = 2;
+
 /// Plays gold paths.
 pub struct GoldPolicy {
-    oracle: GoldOracle,
+    /// [`GOLD_JVMS`] of them, started when first needed beyond the first.
+    oracles: Vec<GoldOracle>,
+    config: EnvConfig,
     mistake_fraction: f64,
     style: OutputStyle,
     slots: HashMap<usize, Slot>,
+    /// The cold start's step limit: episodes whose gold path is this long are given up.
+    give_up_at: Option<usize>,
 }
 
 /// One episode's gold path, annotator and mistake plan.
@@ -61,11 +68,20 @@ impl GoldPolicy {
             EnvConfig::from_default_jar()?;
         let oracle = GoldOracle::new(&config)?;
         Ok(GoldPolicy {
-            oracle,
+            oracles: vec![oracle],
+            config,
             mistake_fraction: mistake_fraction.clamp(0.0, 1.0),
             style: OutputStyle::Tagged,
             slots: HashMap::new(),
+            give_up_at: None,
         })
+    }
+
+    /// Gives up (fails at its start) every episode whose gold path, door openings left
+    /// out, has `limit` actions or more. `None`: plays every path.
+    pub fn giving_up_at(mut self, limit: Option<usize>) -> Self {
+        self.give_up_at = limit;
+        self
     }
 
     /// Replies in `style` (`<think>` demonstrations for the published baselines).
@@ -73,15 +89,6 @@ impl GoldPolicy {
         self.style = style;
         self
     }
-}
-
-/// The gold paths open every door on the way, but under the "easy" simplifications (the
-/// default) every door is already open and those steps only answer "The door is already
-/// open.": leaving them out keeps more gold paths inside the 30-step episodes.
-fn without_door_openings(path: Vec<String>) -> Vec<String> {
-    path.into_iter()
-        .filter(|a| !a.starts_with("open door to "))
-        .collect()
 }
 
 impl Slot {
@@ -169,15 +176,54 @@ impl Policy for GoldPolicy {
     }
 
     fn start_episode(&mut self, slot: usize, spec: &EpisodeSpec) -> Result<()> {
-        let (task, variation) = parse_game(&spec.task.game)?;
-        let path = self
-            .oracle
-            .gold_actions(&task, variation)
-            .map_err(|e| TrainerError::context(format!("gold path of {task} {variation}"), e))?;
-        let path = without_door_openings(path);
-        self.slots
-            .insert(slot, Slot::new(path, spec, self.mistake_fraction));
-        Ok(())
+        let path = gold_path(&mut self.oracles[0], spec)?;
+        self.start_with(slot, spec, path)
+    }
+
+    /// The wave's gold paths come from [`GOLD_JVMS`] JVMs side by side: episode `i` from JVM
+    /// `i % GOLD_JVMS`, so the paths and what follows do not depend on timing.
+    fn start_episodes(&mut self, starts: &[(usize, &EpisodeSpec)]) -> Vec<Result<()>> {
+        let wanted = GOLD_JVMS.min(starts.len());
+        while self.oracles.len() < wanted {
+            match GoldOracle::new(&self.config) {
+                Ok(oracle) => self.oracles.push(oracle),
+                Err(e) => {
+                    let message = format!("a gold-path JVM could not start: {e}");
+                    return starts.iter().map(|_| Err(TrainerError::Invalid(message.clone()))).collect();
+                }
+            }
+        }
+        let n = self.oracles.len();
+        let mut paths: Vec<Option<Result<Vec<String>>>> = starts.iter().map(|_| None).collect();
+        std::thread::scope(|scope| {
+            let workers: Vec<_> = self
+                .oracles
+                .iter_mut()
+                .enumerate()
+                .map(|(k, oracle)| {
+                    scope.spawn(move || {
+                        (k..starts.len())
+                            .step_by(n)
+                            .map(|i| (i, gold_path(oracle, starts[i].1)))
+                            .collect::<Vec<_>>()
+                    })
+                })
+                .collect();
+            for worker in workers {
+                let done = worker.join().unwrap_or_default();
+                for (i, path) in done {
+                    paths[i] = Some(path);
+                }
+            }
+        });
+        starts
+            .iter()
+            .zip(paths)
+            .map(|(&(slot, spec), path)| {
+                let path = path.unwrap_or_else(|| Err(TrainerError::Invalid("a gold-path worker panicked".into())))?;
+                self.start_with(slot, spec, path)
+            })
+            .collect()
     }
 
     fn act(&mut self, turns: &[Turn]) -> Result<Vec<Result<Reply, String>>> {
@@ -186,13 +232,27 @@ impl Policy for GoldPolicy {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
+/// The episode's gold path as played (door openings left out).
+fn gold_path(oracle: &mut GoldOracle, spec: &EpisodeSpec) -> Result<Vec<String>> {
+    let (task, variation) = parse_game(&spec.task.game)?;
+    let path = oracle
+        .gold_actions(&task, variation)
+        .map_err(|e| TrainerError::context(format!("gold path of {task} {variation}"), e))?;
+    Ok(without_door_openings(path))
+}
 
-    #[test]
-    fn door_openings_are_left_out() {
-        let path = ["open door to kitchen", "go to kitchen", "open fridge"].map(String::from);
-        assert_eq!(without_door_openings(path.to_vec()), ["go to kitchen", "open fridge"]);
+impl GoldPolicy {
+    /// Sets `slot` up to play `path`, unless it is too long for the cold start.
+    fn start_with(&mut self, slot: usize, spec: &EpisodeSpec, path: Vec<String>) -> Result<()> {
+        let game = &spec.task.game;
+        if let Some(limit) = self.give_up_at.filter(|&limit| path.len() >= limit) {
+            return Err(TrainerError::Invalid(format!(
+                "given up: the gold path of {game} has {} actions, the limit is {limit}",
+                path.len()
+            )));
+        }
+        self.slots
+            .insert(slot, Slot::new(path, spec, self.mistake_fraction));
+        Ok(())
     }
 }

@@ -9,10 +9,10 @@ pub mod gold;
 use std::sync::{Arc, Mutex};
 
 use rlvmr_core::{Env, EnvError, OutputStyle, PromptEnv, StepResult};
-use sciworld::{EnvConfig, Level, Phase, SciWorldEnv, TaskVariation};
+use sciworld::{EnvConfig, GoldLengths, Level, Phase, SciWorldEnv, TaskVariation};
 
 use crate::agent::Policy;
-use crate::envs::provider::{Detours, EnvProvider};
+use crate::envs::provider::{Detours, EnvProvider, Protocol};
 use crate::error::{Result, TrainerError};
 use crate::record::TaskRef;
 
@@ -84,6 +84,25 @@ impl EnvProvider for SciworldProvider {
         Self::tasks(self.level.games(Phase::Test))
     }
 
+    /// `published`: the training variations of all 29 tasks (L0's, whatever the level), as
+    /// the authors' cold start takes expert trajectories of any task; `strict`: the level's.
+    fn coldstart_tasks(&self, protocol: Protocol) -> Vec<TaskRef> {
+        match protocol {
+            Protocol::Published => Self::tasks(Level::L0.games(Phase::Train)),
+            Protocol::Strict => self.train_tasks(),
+        }
+    }
+
+    /// ScienceWorld's recorded gold-path lengths (`sciworld::GoldLengths::recorded_train`):
+    /// a gold path of `max_steps` actions or more cannot make a kept demonstration, and
+    /// generating it costs up to seconds (mendelian genetics: about 130 actions).
+    fn expert_may_fit(&self, task: &TaskRef, max_steps: usize) -> bool {
+        let Ok((name, variation)) = parse_game(&task.game) else { return true };
+        GoldLengths::recorded_train()
+            .get(&name, variation)
+            .map_or(true, |actions| actions < max_steps)
+    }
+
     /// Each episode holds a simulator JVM (~220 MB): at most [`MAX_SIMULATORS`] at once.
     fn max_parallel(&self) -> Option<usize> {
         Some(MAX_SIMULATORS)
@@ -91,7 +110,11 @@ impl EnvProvider for SciworldProvider {
 
     /// The gold paths (a gold-path JVM of its own); ScienceWorld has no appliance search.
     fn expert(&self, detours: Detours, style: OutputStyle) -> Result<Box<dyn Policy>> {
-        Ok(Box::new(GoldPolicy::new(detours.mistake_fraction)?.replying(style)))
+        Ok(Box::new(
+            GoldPolicy::new(detours.mistake_fraction)?
+                .giving_up_at(detours.give_up_at)
+                .replying(style),
+        ))
     }
 
     /// A pooled simulator set to the game; the collector ends episodes at its step limit.
@@ -159,6 +182,10 @@ impl Env for PooledEnv {
 
     fn templates_and_objects(&mut self) -> Result<(Vec<String>, Vec<String>), EnvError> {
         self.env()?.templates_and_objects()
+    }
+
+    fn room_and_inventory(&mut self) -> Result<(String, String), EnvError> {
+        self.env()?.room_and_inventory()
     }
 }
 
