@@ -12,13 +12,16 @@
 //! 	A door to the hallway (that is open)
 //! ```
 //!
+//! Outdoors the first line reads `This outside location is called the outside. Here you
+//! see:`.
+//!
 //! [`compact_room`] keeps every object as the simulator wrote it (containers and states
 //! included: the names the agent must type come from there) and drops only what never
 //! changes: `In the kitchen: fridge. The fridge door is closed. | Doors: hallway`. Texts that
 //! are not a room description come back on one line, unchanged otherwise.
 
-/// The opening of every room description.
-const ROOM_HEADER: &str = "This room is called the ";
+/// The openings of room descriptions: indoors and outdoors.
+const ROOM_HEADERS: [&str; 2] = ["This room is called the ", "This outside location is called the "];
 /// Lines present in every room, which the agent never acts on.
 const ALWAYS_THERE: [&str; 2] = ["the agent", "a substance called air"];
 /// The line that opens the doors and other things seen from the room.
@@ -28,14 +31,15 @@ const INVENTORY_HEADER: &str = "In your inventory, you see:";
 
 /// Whether `text` is a room description ("look around" or the free look).
 pub fn is_room(text: &str) -> bool {
-    text.trim_start().starts_with(ROOM_HEADER)
+    room_name(text).is_some()
 }
 
 /// The room's name in a room description (`kitchen`), if `text` is one.
 pub fn room_name(text: &str) -> Option<&str> {
-    let rest = text.trim_start().strip_prefix(ROOM_HEADER)?;
-    let end = rest.find(". In it").or_else(|| rest.find('.'))?;
-    Some(rest[..end].trim())
+    let text = text.trim_start();
+    let rest = ROOM_HEADERS.iter().find_map(|header| text.strip_prefix(header))?;
+    let end = rest.find('.')?;
+    Some(rest[..end].trim()).filter(|name| !name.is_empty() && !name.contains('\n'))
 }
 
 /// A room description on one line: `In the ROOM: item | item | Doors: a, b (closed)`.
@@ -136,6 +140,16 @@ hallway (that is closed)";
              closed | orange | Doors: bathroom, hallway (closed)"
         );
         assert_eq!(room_header(KITCHEN), "In the kitchen.");
+    }
+
+    #[test]
+    fn the_outside_is_a_room_too() {
+        let text = "This outside location is called the outside. Here you see: \n\tthe agent\n\ta \
+substance called air\n\tan axe\n\ta fire pit (containing nothing)\nYou also see:\n\tA door to the \
+foundry (that is open)\n\tA door to the greenhouse (that is open)";
+        assert_eq!(room_name(text), Some("outside"));
+        assert_eq!(compact_room(text), "In the outside: axe | fire pit (containing nothing) | Doors: foundry, greenhouse");
+        assert_eq!(room_header(text), "In the outside.");
     }
 
     #[test]

@@ -98,6 +98,31 @@ pub fn without_door_openings(path: Vec<String>) -> Vec<String> {
         .collect()
 }
 
+/// The gold path with every run of consecutive `go to ROOM` moves replaced by one
+/// `teleport to LAST_ROOM`: the gold paths walk from room to room, which asks an agent to
+/// know the house's map, while the "easy" simplifications (`teleportAction`) let it go
+/// straight to the room the task names. The other actions are kept, in order.
+pub fn with_teleports(path: Vec<String>) -> Vec<String> {
+    let mut out: Vec<String> = Vec::with_capacity(path.len());
+    let mut walking = false;
+    for action in path {
+        match action.strip_prefix("go to ") {
+            Some(room) => {
+                if walking {
+                    out.pop();
+                }
+                out.push(format!("teleport to {room}"));
+                walking = true;
+            }
+            None => {
+                out.push(action);
+                walking = false;
+            }
+        }
+    }
+    out
+}
+
 /// Playable gold-path lengths ([`without_door_openings`]) per (task index, variation), as
 /// `rlvmr sciworld gold-lengths` records them: lines `task<TAB>variation<TAB>actions` under
 /// a header line.
@@ -170,6 +195,17 @@ mod tests {
     fn door_openings_are_left_out() {
         let path = ["open door to kitchen", "go to kitchen", "open fridge"].map(String::from);
         assert_eq!(without_door_openings(path.to_vec()), ["go to kitchen", "open fridge"]);
+    }
+
+    #[test]
+    fn walks_become_teleports() {
+        let path = ["go to hallway", "go to kitchen", "pick up pot", "go to hallway", "look around", "go to art studio"]
+            .map(String::from);
+        assert_eq!(
+            with_teleports(path.to_vec()),
+            ["teleport to kitchen", "pick up pot", "teleport to hallway", "look around", "teleport to art studio"]
+        );
+        assert!(with_teleports(Vec::new()).is_empty());
     }
 
     #[test]

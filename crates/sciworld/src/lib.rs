@@ -28,7 +28,7 @@ mod tasks;
 pub use env::{EnvConfig, SciStep, SciWorldEnv, DEFAULT_SIMPLIFICATIONS, DEFAULT_STEP_LIMIT};
 pub use error::{Result, SciError};
 pub use gold::{
-    replay_gold, without_door_openings, GoldCheck, GoldLengths, GoldOracle, GOLD_LENGTHS_HEADER,
+    replay_gold, with_teleports, without_door_openings, GoldCheck, GoldLengths, GoldOracle, GOLD_LENGTHS_HEADER,
 };
 pub use jvm::JvmConfig;
 pub use pool::start_envs;

@@ -91,9 +91,13 @@ fn replay_until_won(
 
 /// The committed gold-path lengths (`GoldLengths::recorded_train`, which the cold start
 /// uses to leave out paths too long for its episodes) are the simulator's: a third of the
-/// tasks (every third index, mendelian genetics among them), first training variation.
+/// tasks (every third index, mendelian genetics among them), first training variation. The
+/// gold paths of `NONDETERMINISTIC_TASKS` change length from JVM to JVM (mendelian
+/// genetics unknown plant, variation 0: 128 and 131 actions): for them the recording must
+/// fall on the same side of the 30-step episodes, the decision the cold start takes.
 #[test]
 fn recorded_gold_lengths_are_the_simulators() {
+    const EPISODE_STEPS: usize = 30;
     let config = EnvConfig::from_default_jar().expect("the scienceworld jar");
     let mut oracle = GoldOracle::new(&config).unwrap();
     let recorded = sciworld::GoldLengths::recorded_train();
@@ -101,6 +105,11 @@ fn recorded_gold_lengths_are_the_simulators() {
         let variation = task.split(OfficialSplit::Train).next().unwrap();
         let path = oracle.gold_actions(task.name, variation).unwrap();
         let playable = sciworld::without_door_openings(path).len();
-        assert_eq!(recorded.get(task.name, variation), Some(playable), "{} {variation}", task.name);
+        let saved = recorded.get(task.name, variation).expect("recorded");
+        if NONDETERMINISTIC_TASKS.contains(&task.name) {
+            assert_eq!(saved < EPISODE_STEPS, playable < EPISODE_STEPS, "{} {variation}: {saved} recorded, {playable} now", task.name);
+        } else {
+            assert_eq!(saved, playable, "{} {variation}", task.name);
+        }
     }
 }

@@ -14,7 +14,7 @@ use std::collections::{HashMap, VecDeque};
 
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use sciworld::{without_door_openings, EnvConfig, GoldOracle};
+use sciworld::{with_teleports, without_door_openings, EnvConfig, GoldOracle};
 
 use crate::agent::{act_in_slots, Policy, Reply, Turn};
 use crate::error::{Result, TrainerError};
@@ -43,6 +43,8 @@ pub struct GoldPolicy {
     slots: HashMap<usize, Slot>,
     /// The cold start's step limit: episodes whose gold path is this long are given up.
     give_up_at: Option<usize>,
+    /// Walks become teleports ([`with_teleports`]): the simplifications allow them.
+    teleport: bool,
 }
 
 /// One episode's gold path, annotator and mistake plan.
@@ -67,6 +69,8 @@ impl GoldPolicy {
         let config =
             EnvConfig::from_default_jar()?;
         let oracle = GoldOracle::new(&config)?;
+        let simplifications = &config.simplifications;
+        let teleport = simplifications.contains("easy") || simplifications.contains("teleportAction");
         Ok(GoldPolicy {
             oracles: vec![oracle],
             config,
@@ -74,6 +78,7 @@ impl GoldPolicy {
             style: OutputStyle::Tagged,
             slots: HashMap::new(),
             give_up_at: None,
+            teleport,
         })
     }
 
@@ -176,7 +181,7 @@ impl Policy for GoldPolicy {
     }
 
     fn start_episode(&mut self, slot: usize, spec: &EpisodeSpec) -> Result<()> {
-        let path = gold_path(&mut self.oracles[0], spec)?;
+        let path = gold_path(&mut self.oracles[0], spec, self.teleport)?;
         self.start_with(slot, spec, path)
     }
 
@@ -194,6 +199,7 @@ impl Policy for GoldPolicy {
             }
         }
         let n = self.oracles.len();
+        let teleport = self.teleport;
         let mut paths: Vec<Option<Result<Vec<String>>>> = starts.iter().map(|_| None).collect();
         std::thread::scope(|scope| {
             let workers: Vec<_> = self
@@ -204,7 +210,7 @@ impl Policy for GoldPolicy {
                     scope.spawn(move || {
                         (k..starts.len())
                             .step_by(n)
-                            .map(|i| (i, gold_path(oracle, starts[i].1)))
+                            .map(|i| (i, gold_path(oracle, starts[i].1, teleport)))
                             .collect::<Vec<_>>()
                     })
                 })
@@ -232,13 +238,15 @@ impl Policy for GoldPolicy {
     }
 }
 
-/// The episode's gold path as played (door openings left out).
-fn gold_path(oracle: &mut GoldOracle, spec: &EpisodeSpec) -> Result<Vec<String>> {
+/// The episode's gold path as played: door openings left out, and with `teleport` (the
+/// simplifications allow it) each walk through rooms made one teleport.
+fn gold_path(oracle: &mut GoldOracle, spec: &EpisodeSpec, teleport: bool) -> Result<Vec<String>> {
     let (task, variation) = parse_game(&spec.task.game)?;
     let path = oracle
         .gold_actions(&task, variation)
         .map_err(|e| TrainerError::context(format!("gold path of {task} {variation}"), e))?;
-    Ok(without_door_openings(path))
+    let path = without_door_openings(path);
+    Ok(if teleport { with_teleports(path) } else { path })
 }
 
 impl GoldPolicy {
