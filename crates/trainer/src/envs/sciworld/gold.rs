@@ -1,5 +1,7 @@
 //! ScienceWorld's expert: the simulator's gold action sequence of the variation (from a
-//! gold-path JVM of its own; door openings left out, see [`without_door_openings`]), one
+//! gold-path JVM of its own; door openings left out, see [`without_door_openings`], and
+//! under the "easy" simplifications each walk through rooms made one teleport, see
+//! [`with_teleports`]), one
 //! action per turn, tagged and reasoned by [`super::annotate`] like ALFWorld's
 //! demonstrations: a plan naming the subgoals, exploration of unseen rooms, monitoring.
 //!
@@ -82,8 +84,8 @@ impl GoldPolicy {
         })
     }
 
-    /// Gives up (fails at its start) every episode whose gold path, door openings left
-    /// out, has `limit` actions or more. `None`: plays every path.
+    /// Gives up (fails at its start) every episode whose gold path as played (see
+    /// [`gold_path`]) has `limit` actions or more. `None`: plays every path.
     pub fn giving_up_at(mut self, limit: Option<usize>) -> Self {
         self.give_up_at = limit;
         self
