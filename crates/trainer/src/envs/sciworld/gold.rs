@@ -84,8 +84,9 @@ impl GoldPolicy {
         })
     }
 
-    /// Gives up (fails at its start) every episode whose gold path as played (see
-    /// [`gold_path`]) has `limit` actions or more. `None`: plays every path.
+    /// Gives up (fails at its start) every episode whose gold path as played (door
+    /// openings left out, walks made teleports) has `limit` actions or more. `None`: plays
+    /// every path.
     pub fn giving_up_at(mut self, limit: Option<usize>) -> Self {
         self.give_up_at = limit;
         self
