@@ -254,13 +254,7 @@ fn gold_lengths(task_args: &[String], split: &str, jobs: usize, out: &Path, args
     if out.is_file() {
         let text = std::fs::read_to_string(out).with_context(|| format!("reading {}", out.display()))?;
         let done = sciworld::GoldLengths::parse(&text).map_err(|e| anyhow::anyhow!("{}: {e}", out.display()))?;
-        for task in sciworld::tasks() {
-            for variation in 0..task.variations {
-                if let Some(n) = done.get(task.name, variation) {
-                    rows.insert((task.index, variation), n);
-                }
-            }
-        }
+        rows.extend(done.entries());
     }
     let todo: Vec<(usize, usize)> = tasks
         .iter()

@@ -177,6 +177,11 @@ impl GoldLengths {
         self.lengths.get(&(task.index, variation)).copied()
     }
 
+    /// Every recorded ((task index, variation), actions), in no particular order.
+    pub fn entries(&self) -> impl Iterator<Item = ((usize, usize), usize)> + '_ {
+        self.lengths.iter().map(|(&key, &actions)| (key, actions))
+    }
+
     /// Recorded variations.
     pub fn len(&self) -> usize {
         self.lengths.len()

@@ -771,11 +771,6 @@ impl RunConfig {
         self.rl.old_logprobs == OldLogprobs::Sampler && !self.model.quantized_decode && self.rollout.temperature > 0.0
     }
 
-    /// The protocol a model trained with this config was trained under (`env.protocol`).
-    pub fn trained_protocol(&self) -> Option<Protocol> {
-        Some(self.env.protocol)
-    }
-
     /// Refuses impossible values, naming the key.
     pub fn validate(&self) -> Result<()> {
         if self.run.name.trim().is_empty() || self.run.name.contains(['/', '\\']) {

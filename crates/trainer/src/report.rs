@@ -73,7 +73,7 @@ impl Run {
         let protocol = match config.is_file() {
             true => {
                 let config = RunConfig::from_file(&config)?;
-                config.trained_protocol().map(|p| (p, config.env.name))
+                Some((config.env.protocol, config.env.name))
             }
             false => None,
         };

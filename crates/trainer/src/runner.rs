@@ -104,7 +104,7 @@ fn model_protocol(policy: &str) -> Result<Option<crate::envs::Protocol>> {
     if !saved.is_file() {
         return Ok(None);
     }
-    Ok(RunConfig::from_file(&saved)?.trained_protocol())
+    Ok(Some(RunConfig::from_file(&saved)?.env.protocol))
 }
 
 /// `rlvmr eval`: plays the level's test tasks (all once, or `eval.episodes` drawn) with

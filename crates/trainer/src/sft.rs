@@ -424,7 +424,7 @@ pub fn run(
         &config.collector_options(),
         config.run.seed,
     )?;
-    evaluation.summary.protocol = config.trained_protocol();
+    evaluation.summary.protocol = Some(config.env.protocol);
     eval_dir.write_jsonl("trajectories.jsonl", &evaluation.episodes)?;
     eval_dir.write_json("summary.json", &evaluation.summary)?;
     Ok((report, Some(evaluation.summary)))

@@ -129,8 +129,8 @@ pub fn coldstart(
 }
 
 impl Coldstart {
-    /// One line on what was kept: `kept K of N expert episodes (G given up before their
-    /// first step, M with a planted mistake), S steps, X SFT samples`.
+    /// One line on what was kept: `kept K of N expert episodes (G ended before their first
+    /// step, M with a planted mistake), S steps, X SFT samples`.
     pub fn summary(&self) -> String {
         let mistakes = self
             .episodes
@@ -168,7 +168,7 @@ pub fn run(config: &RunConfig, out: &Path) -> Result<Coldstart> {
         Detours {
             mistake_fraction: c.mistake_fraction,
             appliance_search: c.appliance_search,
-            give_up_at: None,
+            ..Detours::default()
         },
         config.env.protocol,
         config.run.seed,

@@ -412,7 +412,7 @@ fn evaluate_model(
     let mut options = config.collector_options();
     options.progress = progress;
     let mut evaluation = evaluate(provider, &mut policy, &tasks, level, &options, config.run.seed)?;
-    evaluation.summary.protocol = config.trained_protocol();
+    evaluation.summary.protocol = Some(config.env.protocol);
     Ok(evaluation)
 }
 
@@ -604,7 +604,7 @@ pub fn train_on(config: &RunConfig, provider: &dyn EnvProvider, out: &Path, resu
         lines,
         evals,
         final_dir,
-        protocol: config.trained_protocol(),
+        protocol: Some(config.env.protocol),
         env: config.env.name.clone(),
         final_evals,
     })
