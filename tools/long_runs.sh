@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
-# Issue 32, point 3: how long RL must run here. One long run per method under the published
-# protocol, with the main job's settings (configs/cpu-l2.toml) except the length and the
-# evaluations: every EVAL_EVERY iterations the weights play the same seeded draw of
-# EVAL_EPISODES L0 test games and every L2 test game (38), at the evaluation temperature.
+# How long RL must run here, and how the methods compare. One long run per method under the
+# published protocol, with a main job's settings (CONFIG: configs/cpu-l2.toml, ALFWorld, or
+# configs/cpu-sciworld.toml) except the length and the evaluations: every EVAL_EVERY
+# iterations the weights play the same seeded draw of EVAL_EPISODES test games of L0 and of L2
+# (ALFWorld's 38: every L2 test game), at the evaluation temperature.
 #
-#   tools/long_runs.sh [OUT]     (default runs/long; ITERATIONS=60, EVAL_EVERY=5,
-#                                 EVAL_EPISODES=38, TAGGED_SFT=runs/cpu-l2/rlvmr/sft/final,
+#   tools/long_runs.sh [OUT]     (default runs/long; CONFIG=configs/cpu-l2.toml,
+#                                 ITERATIONS=60, EVAL_EVERY=5, EVAL_EPISODES=38,
+#                                 TAGGED_SFT=runs/cpu-l2/rlvmr/sft/final,
 #                                 METHODS="rlvmr grpo-tagged grpo gigpo", SEEDS=0,
 #                                 THINK_SEEDS=0, LANES=2)
 #
@@ -33,6 +35,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT=${1:-runs/long}
+CONFIG=${CONFIG:-configs/cpu-l2.toml}
 ITERATIONS=${ITERATIONS:-60}
 EVAL_EVERY=${EVAL_EVERY:-5}
 EVAL_EPISODES=${EVAL_EPISODES:-38}
@@ -54,14 +57,14 @@ long_config() {
         -e "s/^eval_every = .*/eval_every = $EVAL_EVERY/" \
         -e "s/^save_every = .*/save_every = 1/" \
         -e "s/^final_eval = .*/final_eval = []\neval_levels = [\"L0\", \"L2\"]\neval_episodes = $EVAL_EPISODES/" \
-        configs/cpu-l2.toml
+        "$CONFIG"
 }
 long_config > "$OUT/tagged.toml"
 sed -e 's/^\[prompt\]$/[prompt]\nstyle = "think"/' "$OUT/tagged.toml" > "$OUT/think.toml"
 # variant NAME SECTION KEY: the tagged preset with one key added in a section the preset lacks,
 # as OUT/tagged-NAME.toml; methods rlvmr-NAME and grpo-tagged-NAME run it.
 variant() {
-    grep -q "^\[$2\]" "$OUT/tagged.toml" && { echo "configs/cpu-l2.toml has a [$2] section: cannot add variant $1's" >&2; exit 2; }
+    grep -q "^\[$2\]" "$OUT/tagged.toml" && { echo "$CONFIG has a [$2] section: cannot add variant $1's" >&2; exit 2; }
     printf '%s\n[%s]\n%s\n' "$(cat "$OUT/tagged.toml")" "$2" "$3" > "$OUT/tagged-$1.toml"
 }
 variant noexplore reward 'exploration_reward = 0.0'
@@ -70,10 +73,10 @@ variant nolift advantage 'tag_lift = "won_only"'
 variant planonly reward $'exploration_reward = 0.0\nreflection_reward = 0.0'
 # The KL variant changes a key the preset has.
 sed -e 's/^kl_coef = .*/kl_coef = 0.01/' "$OUT/tagged.toml" > "$OUT/tagged-kl.toml"
-grep -q '^kl_coef = 0.01$' "$OUT/tagged-kl.toml" || { echo "configs/cpu-l2.toml has no [rl] kl_coef: cannot make the KL variant" >&2; exit 2; }
+grep -q '^kl_coef = 0.01$' "$OUT/tagged-kl.toml" || { echo "$CONFIG has no [rl] kl_coef: cannot make the KL variant" >&2; exit 2; }
 for f in tagged think; do
     grep -q "^eval_levels" "$OUT/$f.toml" && grep -q "^iterations = $ITERATIONS" "$OUT/$f.toml" \
-        || { echo "configs/cpu-l2.toml changed shape: cannot make $OUT/$f.toml" >&2; exit 2; }
+        || { echo "$CONFIG changed shape: cannot make $OUT/$f.toml" >&2; exit 2; }
 done
 
 # name METHOD SEED: the run's folder name (seed 0 keeps the bare method name).

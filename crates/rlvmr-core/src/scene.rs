@@ -110,8 +110,9 @@ fn door(line: &str) -> Option<String> {
     })
 }
 
+/// The item without its article; ScienceWorld capitalises some ("A metal fork").
 fn without_article(line: &str) -> &str {
-    ["a ", "an ", "the "]
+    ["a ", "an ", "the ", "A ", "An ", "The "]
         .iter()
         .find_map(|article| line.strip_prefix(article))
         .unwrap_or(line)
@@ -168,6 +169,7 @@ foundry (that is open)\n\tA door to the greenhouse (that is open)";
             compact_inventory("In your inventory, you see:\n\tan orange\n\ta seed jar (containing a apple seed)\n"),
             "orange | seed jar (containing a apple seed)"
         );
+        assert_eq!(compact_inventory("In your inventory, you see:\n\tA metal fork\n\tan orange\n"), "metal fork | orange");
         assert_eq!(compact_inventory("In your inventory, you see:\n"), "nothing");
         assert_eq!(compact_inventory("odd\ntext"), "odd | text");
     }

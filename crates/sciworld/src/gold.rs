@@ -6,6 +6,7 @@ use std::collections::HashMap;
 
 use crate::env::{EnvConfig, SimSlot};
 use crate::error::Result;
+use crate::plain::{is_choice, name_candidates, was_understood};
 use crate::tasks::{check_variation, resolve_task};
 
 /// Heap for the gold JVM: generating a gold path runs out of a 128 MB heap on the
@@ -47,6 +48,45 @@ impl GoldOracle {
         })?;
         self.cache.insert((task.index, variation), actions.clone());
         Ok(actions)
+    }
+
+    /// `path` (a playable gold path of the task's variation) with objects named as the room
+    /// and the inventory show them ([`crate::plain`]): played in a fresh load, each action
+    /// takes the first of its [`name_candidates`] the simulator understands (an action
+    /// followed by a numbered choice is kept: its ambiguity is part of the path). The
+    /// rewritten path is returned only if it reaches score 100 as `path` does; otherwise
+    /// `path` itself, and `false`.
+    pub fn with_plain_names(&mut self, task: &str, variation: usize, path: Vec<String>) -> Result<(Vec<String>, bool)> {
+        let task = resolve_task(task)?;
+        check_variation(&task, variation)?;
+        let simplifications = self.simplifications.clone();
+        let plain = self.slot.with(|sim| {
+            sim.load(task.name, variation, &simplifications, false)?;
+            let mut plain = Vec::with_capacity(path.len());
+            let mut score = 0.0;
+            for (i, action) in path.iter().enumerate() {
+                let chosen_next = path.get(i + 1).is_some_and(|next| is_choice(next));
+                let candidates = if chosen_next {
+                    vec![action.clone()]
+                } else {
+                    let scene = format!("{}\n{}", sim.look()?, sim.inventory()?);
+                    name_candidates(action, &scene)
+                };
+                let mut played = None;
+                for candidate in candidates {
+                    let step = sim.step(&candidate, false)?;
+                    score = step.score;
+                    if was_understood(&step.observation) || candidate == *action {
+                        played = Some(candidate);
+                        break;
+                    }
+                }
+                plain.push(played.unwrap_or_else(|| action.clone()));
+            }
+            Ok((plain, score))
+        })?;
+        let (plain, score) = plain;
+        Ok(if score >= 1.0 { (plain, true) } else { (path, false) })
     }
 
     /// The oracle JVM's pid.

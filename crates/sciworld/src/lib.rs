@@ -18,6 +18,7 @@ pub mod bench;
 mod env;
 mod error;
 mod gold;
+pub mod plain;
 pub mod jvm;
 mod pool;
 pub mod py4j;

@@ -113,3 +113,54 @@ fn recorded_gold_lengths_are_the_simulators() {
         }
     }
 }
+
+/// Gold paths with objects named as the room shows them ([`GoldOracle::with_plain_names`])
+/// still win when a playing simulator replays them, and use those names: the find tasks'
+/// animal, the potted plant, the conductivity tasks' object. A path kept as the simulator
+/// wrote it must be the gold path itself.
+#[test]
+fn plain_named_gold_paths_win_and_name_what_the_room_shows() {
+    let mut config = EnvConfig::from_default_jar().expect("the scienceworld jar");
+    config.valid_actions = false;
+    let mut oracle = GoldOracle::new(&config).unwrap();
+    let mut env = SciWorldEnv::new(config).unwrap();
+    let games = [
+        ("find-animal", 0),
+        ("find-living-thing", 0),
+        ("find-plant", 0),
+        ("lifespan-longest-lived", 0),
+        ("test-conductivity", 0),
+        ("measure-melting-point-known-substance", 0),
+    ];
+    let mut rewritten = 0;
+    for (task, variation) in games {
+        let gold = sciworld::with_teleports(sciworld::without_door_openings(
+            oracle.gold_actions(task, variation).unwrap(),
+        ));
+        let (plain, changed) = oracle.with_plain_names(task, variation, gold.clone()).unwrap();
+        assert_eq!(plain.len(), gold.len(), "{task} {variation}: {plain:?}");
+        if !changed {
+            assert_eq!(plain, gold, "{task} {variation}");
+        }
+        if plain != gold {
+            rewritten += 1;
+        }
+        env.reset_to(task, variation).unwrap();
+        let mut last = None;
+        for (i, action) in plain.iter().enumerate() {
+            let step = env.step_command(action).unwrap();
+            // An ambiguous command is answered by the path's next action, a number.
+            let answered = plain.get(i + 1).is_some_and(|next| sciworld::plain::is_choice(next));
+            assert!(answered || sciworld::plain::was_understood(&step.observation), "{task} {variation}: {action:?}: {}", step.observation);
+            last = Some(step);
+        }
+        let last = last.unwrap();
+        assert!(last.won, "{task} {variation}: score {} after {plain:?}", last.score);
+        // No referent of the simulator's own ("egg blue jay egg in inventory").
+        for action in plain.iter().filter(|a| a.starts_with("move ") || a.starts_with("focus on ")) {
+            assert!(!action.contains(" in inventory"), "{task} {variation}: {action}");
+        }
+    }
+    // Most of these gold paths name something by a referent the room does not show.
+    assert!(rewritten >= 3, "only {rewritten} paths rewritten");
+}

@@ -329,6 +329,10 @@ pub struct ColdstartSection {
     /// Share of ALFWorld demonstrations (seeded) whose expert searches for the heat, cool
     /// or clean appliance instead of going straight to it (`ExpertPolicy::searching_appliance`).
     pub appliance_search: f64,
+    /// Share of demonstrations (seeded) whose SFT samples call a tested object by a made-up
+    /// name (`EnvProvider::demo_renaming`; ScienceWorld's conductivity tasks), so the model
+    /// learns to copy the name the task gives. trajectories.jsonl keeps the played names.
+    pub rename_fraction: f64,
     /// Who writes each step's tag and reason: `builtin` (rule-based) or `openai`: a served
     /// teacher (`[coldstart.teacher]`) with the actions fixed, as published; its rejected
     /// steps keep the built-in annotation.
@@ -350,6 +354,7 @@ impl Default for ColdstartSection {
             episodes: 200,
             mistake_fraction: 0.25,
             appliance_search: 0.0,
+            rename_fraction: 0.0,
             annotator: "builtin".into(),
             teacher: ServerSection {
                 logprobs: false,
@@ -371,6 +376,7 @@ impl ColdstartSection {
         positive("coldstart.episodes", self.episodes)?;
         in_range("coldstart.mistake_fraction", self.mistake_fraction, 0.0, 1.0)?;
         in_range("coldstart.appliance_search", self.appliance_search, 0.0, 1.0)?;
+        in_range("coldstart.rename_fraction", self.rename_fraction, 0.0, 1.0)?;
         if !ANNOTATORS.contains(&self.annotator.as_str()) {
             return Err(TrainerError::value(
                 "coldstart.annotator",
@@ -949,6 +955,7 @@ mod tests {
         );
         assert!(
             err("[coldstart]\nappliance_search = 1.5\n").contains("coldstart.appliance_search")
+                && err("[coldstart]\nrename_fraction = -0.1\n").contains("coldstart.rename_fraction")
         );
         assert!(err("[run]\nname = \"a/b\"\n").contains("run.name"));
         let e = err("[model]\npath = \"scratch\"\n[sft]\nlora_rank = 4\n");

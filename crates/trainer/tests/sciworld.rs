@@ -141,6 +141,34 @@ fn cold_start_demonstrations_come_from_gold_paths_of_training_tasks() {
     assert!(run.samples.iter().any(|s| s.response.starts_with("<reflection>")));
     assert!(run.samples[0].response.starts_with("<planning>"));
     assert!(run.samples[0].prompt.contains("Action templates"));
+
+    // Renamed demonstrations: the conductivity tasks among these (a book, whose name the
+    // commands shorten, excepted) get a made-up name for their object; posed as a
+    // conductivity task about a word every prompt holds, every sample calls it by a made-up
+    // name, while the trajectories keep the played one.
+    let mut renamed = run.clone();
+    renamed.rename_tested_objects(provider.as_ref(), 1.0, 0);
+    let conductivity = run
+        .episodes
+        .iter()
+        .filter(|e| e.task.contains("is electrically conductive") && !e.task.contains("book ("))
+        .count();
+    assert_eq!(renamed.renamed, conductivity);
+    let room = ["inventory", "agent"]
+        .into_iter()
+        .find(|word| run.samples.iter().all(|s| s.prompt.contains(word)))
+        .expect("a word in every prompt");
+    for e in &mut renamed.episodes {
+        e.task = format!("Your task is to determine if {room} is electrically conductive.");
+    }
+    let played = renamed.episodes.clone();
+    renamed.rename_tested_objects(provider.as_ref(), 1.0, 0);
+    assert_eq!(renamed.renamed, 3);
+    assert_eq!(renamed.samples.len(), run.samples.len());
+    assert!(renamed.samples.iter().all(|s| !s.prompt.contains(room) && !s.response.contains(room)));
+    assert_eq!(renamed.episodes, played);
+    renamed.rename_tested_objects(provider.as_ref(), 0.0, 0);
+    assert_eq!((renamed.renamed, &renamed.samples), (0, &run.samples));
 }
 
 #[test]

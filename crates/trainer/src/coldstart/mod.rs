@@ -28,6 +28,7 @@ use crate::record::{EpisodeRecord, EpisodeSpec};
 pub mod teacher;
 
 pub use crate::envs::Detours;
+use crate::envs::text::rename;
 use teacher::{reannotate, Teacher, TeacherReport};
 
 /// One SFT sample: the prompt (user message, no chat template) and the reply.
@@ -52,6 +53,17 @@ pub struct Coldstart {
     pub throughput: Throughput,
     /// What a served teacher's annotation did (when one annotated).
     pub teacher: Option<TeacherReport>,
+    /// Demonstrations whose samples call a tested object by a made-up name
+    /// ([`Coldstart::rename_tested_objects`]).
+    pub renamed: usize,
+}
+
+/// An episode's SFT samples: every step but the planted mistakes.
+fn samples_of(episode: &EpisodeRecord) -> impl Iterator<Item = SftSample> + '_ {
+    episode.steps.iter().filter(|s| !s.mistake).map(|s| SftSample {
+        prompt: s.prompt.clone(),
+        response: s.output.clone(),
+    })
 }
 
 /// Plays expert episodes on the shuffled tasks `protocol` gives the cold start
@@ -110,17 +122,11 @@ pub fn coldstart(
         kept = annotated;
         teacher_report = Some(report);
     }
-    let samples = kept
-        .iter()
-        .flat_map(|e| e.steps.iter().filter(|s| !s.mistake))
-        .map(|s| SftSample {
-            prompt: s.prompt.clone(),
-            response: s.output.clone(),
-        })
-        .collect();
+    let samples = kept.iter().flat_map(samples_of).collect();
     Ok(Coldstart {
         episodes: kept,
         samples,
+        renamed: 0,
         played,
         not_started,
         throughput,
@@ -129,6 +135,32 @@ pub fn coldstart(
 }
 
 impl Coldstart {
+    /// Makes the samples again with, in a seeded `fraction` of the demonstrations, the name
+    /// `provider` picks for the task's tested object ([`EnvProvider::demo_renaming`])
+    /// written for the played one in every prompt and reply. The episodes keep what was
+    /// played.
+    pub fn rename_tested_objects(&mut self, provider: &dyn EnvProvider, fraction: f64, seed: u64) {
+        use rand::Rng;
+        self.renamed = 0;
+        self.samples.clear();
+        for (i, episode) in self.episodes.iter().enumerate() {
+            let mut rng = ChaCha8Rng::seed_from_u64(mix(seed, i as u64));
+            let renaming = (fraction > 0.0 && rng.gen_bool(fraction.min(1.0)))
+                .then(|| provider.demo_renaming(&episode.task, &mut rng))
+                .flatten();
+            match renaming {
+                Some((from, to)) => {
+                    self.renamed += 1;
+                    self.samples.extend(samples_of(episode).map(|s| SftSample {
+                        prompt: rename(&s.prompt, &from, &to),
+                        response: rename(&s.response, &from, &to),
+                    }));
+                }
+                None => self.samples.extend(samples_of(episode)),
+            }
+        }
+    }
+
     /// One line on what was kept: `kept K of N expert episodes (G ended before their first
     /// step, M with a planted mistake), S steps, X SFT samples`.
     pub fn summary(&self) -> String {
@@ -138,8 +170,12 @@ impl Coldstart {
             .filter(|e| e.steps.iter().any(|s| s.mistake))
             .count();
         let steps: usize = self.episodes.iter().map(|e| e.steps.len()).sum();
+        let renamed = match self.renamed {
+            0 => String::new(),
+            n => format!(" ({n} demonstrations with a renamed object)"),
+        };
         format!(
-            "kept {} of {} expert episodes ({} ended before their first step, {} with a planted mistake), {} steps, {} SFT samples",
+            "kept {} of {} expert episodes ({} ended before their first step, {} with a planted mistake), {} steps, {} SFT samples{renamed}",
             self.episodes.len(),
             self.played,
             self.not_started,
@@ -162,7 +198,7 @@ pub fn run(config: &RunConfig, out: &Path) -> Result<Coldstart> {
         false => None,
     };
     let dir = RunDir::create(out, config)?;
-    let result = coldstart(
+    let mut result = coldstart(
         provider.as_ref(),
         c.episodes,
         Detours {
@@ -175,6 +211,7 @@ pub fn run(config: &RunConfig, out: &Path) -> Result<Coldstart> {
         &config.collector_options(),
         teacher.as_ref(),
     )?;
+    result.rename_tested_objects(provider.as_ref(), c.rename_fraction, config.run.seed);
     dir.write_jsonl("trajectories.jsonl", &result.episodes)?;
     dir.write_jsonl("sft.jsonl", &result.samples)?;
     if let Some(report) = &result.teacher {

@@ -18,6 +18,7 @@ use std::collections::BTreeSet;
 use rand::seq::SliceRandom;
 use rand::Rng;
 use rlvmr_core::Tag;
+use sciworld::plain::is_choice;
 
 use crate::envs::text::{capitalise, list_some};
 
@@ -88,11 +89,6 @@ fn is_wait(action: &str) -> bool {
     action.starts_with("wait")
 }
 
-/// An answer to "Ambiguous request: Please enter the number ...".
-fn is_choice(action: &str) -> bool {
-    !action.is_empty() && action.chars().all(|c| c.is_ascii_digit())
-}
-
 /// The object an action is mainly about: the words after its verb, up to its preposition.
 pub fn main_object(action: &str) -> &str {
     let verbs = [
@@ -127,6 +123,12 @@ fn next_target(path: &[String], from: usize) -> Option<&str> {
 /// waits "wait", runs of wiring "wire up the circuit"; looks and numbered choices are left
 /// out; the first four subgoals and the last one are kept.
 pub fn subgoals(path: &[String]) -> Vec<String> {
+    named_subgoals(path, &as_named)
+}
+
+/// [`subgoals`] with each action's main object as `name` calls it (a plan written before the
+/// object was seen calls it by what the task asks for).
+fn named_subgoals(path: &[String], name: &dyn Fn(&str) -> String) -> Vec<String> {
     let mut goals: Vec<String> = Vec::new();
     for action in path {
         let goal = if let Some(room) = destination(action) {
@@ -138,7 +140,7 @@ pub fn subgoals(path: &[String]) -> Vec<String> {
         } else if action.starts_with("look around") || is_choice(action) {
             None
         } else {
-            Some(phrase(action))
+            Some(phrase(action, name))
         };
         let Some(goal) = goal else { continue };
         let repeats_move = goal.starts_with("get to ")
@@ -158,9 +160,14 @@ pub fn subgoals(path: &[String]) -> Vec<String> {
     goals
 }
 
-/// An action as a plain phrase with articles: `move seed in jar to pot` -> `move the seed
-/// to the pot`.
-fn phrase(action: &str) -> String {
+/// An object called by its own name.
+fn as_named(object: &str) -> String {
+    object.to_string()
+}
+
+/// An action as a plain phrase with articles, its main object as `name` calls it: `move seed
+/// in jar to pot` -> `move the seed to the pot`.
+fn phrase(action: &str, name: &dyn Fn(&str) -> String) -> String {
     let object = main_object(action);
     if object.is_empty() || object == action {
         return action.to_string();
@@ -175,7 +182,7 @@ fn phrase(action: &str) -> String {
         .max()
         .map(|(at, sep)| format!("{sep}the {}", &rest[at + sep.len()..]))
         .unwrap_or_default();
-    format!("{verb}the {object}{rest}")
+    format!("{verb}the {}{rest}", name(object))
 }
 
 /// What the task asks, from the description's first sentence: `grow a apple plant`.
@@ -197,6 +204,8 @@ pub struct SciSituation {
     doors: BTreeSet<String>,
     last_action: String,
     last_feedback: String,
+    /// Every observation so far, lower-cased: what the player could name.
+    seen: String,
 }
 
 impl SciSituation {
@@ -207,6 +216,7 @@ impl SciSituation {
             ..SciSituation::default()
         };
         situation.read_look(first_observation);
+        situation.seen = first_observation.to_lowercase();
         situation
     }
 
@@ -214,6 +224,8 @@ impl SciSituation {
     pub fn update(&mut self, action: &str, feedback: &str) {
         self.last_action = action.to_string();
         self.last_feedback = feedback.trim().to_string();
+        self.seen.push('\n');
+        self.seen.push_str(&feedback.to_lowercase());
         for prefix in ["You move to the ", "You teleport to the "] {
             if let Some(room) = feedback.trim().strip_prefix(prefix) {
                 let room = room.trim_end_matches('.').to_string();
@@ -238,6 +250,31 @@ impl SciSituation {
                 self.doors.insert(room.to_string());
             }
         }
+    }
+
+    /// `object` if the task or an observation so far names it, else what the task asks for
+    /// (`find a(n) plant`: "plant"), else "object": an expert's reasons must not name what
+    /// the player has not seen, or the model learns to name things before it sees them.
+    fn as_known(&self, object: &str) -> String {
+        let lower = object.to_lowercase();
+        if self.task.to_lowercase().contains(&lower) || self.seen.contains(&lower) {
+            return object.to_string();
+        }
+        self.sought_kind().to_string()
+    }
+
+    /// What a find task asks for ("plant", "living thing"; "animal" for the life spans),
+    /// else "object".
+    fn sought_kind(&self) -> &str {
+        let task = self.task.as_str();
+        if let Some(rest) = task.split("find a(n) ").nth(1) {
+            let end = rest.find(['.', ',']).unwrap_or(rest.len());
+            return rest[..end].trim();
+        }
+        if task.contains("find the animal") {
+            return "animal";
+        }
+        "object"
     }
 
     /// The current room, if known.
@@ -271,7 +308,9 @@ impl SciSituation {
         if let Some(mistake) = mistake {
             return (Tag::Reflection, self.reflection_reason(mistake, action, rng));
         }
-        let sought = next_target(path, next.saturating_sub(1)).unwrap_or("what the task needs");
+        let sought = next_target(path, next.saturating_sub(1))
+            .map_or_else(|| "what the task needs".to_string(), |object| self.as_known(object));
+        let sought = sought.as_str();
         if let Some(room) = destination(action) {
             if !self.visited.contains(room) {
                 return (Tag::Explore, self.explore_room_reason(room, sought, rng));
@@ -291,7 +330,7 @@ impl SciSituation {
     }
 
     fn plan_reason(&self, path: &[String], rng: &mut impl Rng) -> String {
-        let goals = subgoals(path);
+        let goals = named_subgoals(path, &|object| self.as_known(object));
         let steps = match goals.len() {
             0 => "look around".to_string(),
             1 => goals[0].clone(),
@@ -374,9 +413,9 @@ fn monitor_reason(action: &str, here: &str, left: usize, rng: &mut impl Rng) -> 
         return format!("The {object} is what the task is about, so I focus on it as asked.");
     }
     match rng.gen_range(0..3) {
-        0 => format!("Following the plan, I {}, {after}.", phrase(action)),
-        1 => format!("The next subgoal involves the {object}: I {}, {after}.", phrase(action)),
-        _ => format!("Next I {} in the {here}, {after}.", phrase(action)),
+        0 => format!("Following the plan, I {}, {after}.", phrase(action, &as_named)),
+        1 => format!("The next subgoal involves the {object}: I {}, {after}.", phrase(action, &as_named)),
+        _ => format!("Next I {} in the {here}, {after}.", phrase(action, &as_named)),
     }
 }
 
@@ -484,9 +523,9 @@ mod tests {
         assert_eq!(main_object("move apple seed in seed jar to flower pot 1"), "apple seed");
         assert_eq!(main_object("pick up seed jar"), "seed jar");
         assert_eq!(main_object("connect battery anode to red wire terminal 1"), "battery anode");
-        assert_eq!(phrase("move jug to sink"), "move the jug to the sink");
-        assert_eq!(phrase("pour jug into flower pot 1"), "pour the jug into the flower pot 1");
-        assert_eq!(phrase("pick up seed jar"), "pick up the seed jar");
+        assert_eq!(phrase("move jug to sink", &as_named), "move the jug to the sink");
+        assert_eq!(phrase("pour jug into flower pot 1", &as_named), "pour the jug into the flower pot 1");
+        assert_eq!(phrase("pick up seed jar", &as_named), "pick up the seed jar");
     }
 
     #[test]
@@ -516,11 +555,12 @@ mod tests {
         let mut s = SciSituation::new("Your task is to grow a plant.", LOOK);
         let (tag, reason) = s.annotate(0, &path[0], &path, 1, None, &mut rng);
         assert_eq!(tag, Tag::Planning);
-        assert!(reason.contains("greenhouse") && reason.contains("seed jar"), "{reason}");
+        // The seed jar is not seen yet: the plan and the search call it "object".
+        assert!(reason.contains("greenhouse") && reason.contains("the object") && !reason.contains("seed jar"), "{reason}");
         s.update("go to hallway", "You move to the hallway.");
         let (tag, reason) = s.annotate(1, &path[1], &path, 2, None, &mut rng);
         assert_eq!(tag, Tag::Explore);
-        assert!(reason.contains("greenhouse") && reason.contains("seed jar"), "{reason}");
+        assert!(reason.contains("greenhouse") && !reason.contains("seed jar"), "{reason}");
         s.update("go to greenhouse", "You move to the greenhouse.");
         let (tag, reason) = s.annotate(2, &path[2], &path, 3, None, &mut rng);
         assert_eq!(tag, Tag::Explore, "{reason}");
@@ -536,6 +576,21 @@ mod tests {
         let (tag, reason) = s.annotate(5, "pick up seed jar", &path, 4, Some(&wrong), &mut rng);
         assert_eq!(tag, Tag::Reflection);
         assert!(reason.contains("grab seed jar") && reason.contains("pick up seed jar"), "{reason}");
+    }
+
+    #[test]
+    fn plans_name_only_what_was_seen_or_asked_for() {
+        let path = list(&["teleport to outside", "look around", "focus on parrot egg", "pick up parrot egg", "teleport to kitchen", "move parrot egg to red box"]);
+        let mut rng = ChaCha8Rng::seed_from_u64(3);
+        let find = SciSituation::new("Your task is to find a(n) living thing. First, focus on the thing. Then, move it to the red box in the kitchen.", LOOK);
+        let (_, plan) = find.annotate(0, &path[0], &path, 1, None, &mut rng);
+        assert!(plan.contains("focus on the living thing") && plan.contains("red box") && !plan.contains("parrot"), "{plan}");
+        let lifespan = SciSituation::new("Your task is to find the animal with the longest life span.", LOOK);
+        assert_eq!(lifespan.as_known("parrot egg"), "animal");
+        assert_eq!(lifespan.as_known("table"), "table", "the first look shows a table");
+        let named = SciSituation::new("Your task is to determine if metal fork is electrically conductive.", LOOK);
+        assert_eq!(named.as_known("metal fork"), "metal fork");
+        assert_eq!(named.as_known("green box"), "object");
     }
 
     #[test]

@@ -241,15 +241,20 @@ impl Policy for GoldPolicy {
     }
 }
 
-/// The episode's gold path as played: door openings left out, and with `teleport` (the
-/// simplifications allow it) each walk through rooms made one teleport.
+/// The episode's gold path as played: door openings left out, with `teleport` (the
+/// simplifications allow it) each walk through rooms made one teleport, and objects named as
+/// the room shows them where the path still wins so ([`GoldOracle::with_plain_names`]).
 fn gold_path(oracle: &mut GoldOracle, spec: &EpisodeSpec, teleport: bool) -> Result<Vec<String>> {
     let (task, variation) = parse_game(&spec.task.game)?;
     let path = oracle
         .gold_actions(&task, variation)
         .map_err(|e| TrainerError::context(format!("gold path of {task} {variation}"), e))?;
     let path = without_door_openings(path);
-    Ok(if teleport { with_teleports(path) } else { path })
+    let path = if teleport { with_teleports(path) } else { path };
+    let (path, _plain) = oracle
+        .with_plain_names(&task, variation, path)
+        .map_err(|e| TrainerError::context(format!("plain names in the gold path of {task} {variation}"), e))?;
+    Ok(path)
 }
 
 impl GoldPolicy {

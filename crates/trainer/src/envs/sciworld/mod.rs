@@ -5,6 +5,7 @@
 pub mod annotate;
 pub mod game_key;
 pub mod gold;
+pub mod rename;
 
 use std::sync::{Arc, Mutex};
 
@@ -101,6 +102,12 @@ impl EnvProvider for SciworldProvider {
         GoldLengths::recorded_train()
             .get(&name, variation)
             .map_or(true, |actions| actions < max_steps)
+    }
+
+    /// The conductivity tasks' tested object, renamed ([`rename::renaming`]): their test
+    /// variations test objects and letters the training ones never name.
+    fn demo_renaming(&self, description: &str, rng: &mut rand_chacha::ChaCha8Rng) -> Option<(String, String)> {
+        rename::renaming(description, rng)
     }
 
     /// Each episode holds a simulator JVM (~220 MB): at most [`MAX_SIMULATORS`] at once.
