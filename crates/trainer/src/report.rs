@@ -362,7 +362,9 @@ fn draw_chart(path: &Path, title: &str, panels: &[Panel], runs: &[Run]) -> Resul
         chart
             .configure_mesh()
             .x_desc("iteration")
-            .x_label_formatter(&|x| format!("{x:.0}"))
+            // Iterations are whole: at most one tick per iteration, unlabelled between them.
+            .x_labels((last_iteration.max(1.0) as usize + 1).min(11))
+            .x_label_formatter(&|x| if x.fract() == 0.0 { format!("{x:.0}") } else { String::new() })
             .y_label_formatter(&|y| format!("{y:.digits$}"))
             .label_style(("sans-serif", 13))
             .draw()
