@@ -5,7 +5,9 @@
 //!
 //! The rules, in order:
 //! - **planning** at the first step: the plan names the path's concrete subgoals (the room
-//!   to reach, the objects to take, combine, activate and focus on);
+//!   to reach, the objects to take, combine, activate and focus on), each object by its
+//!   name only if the task or the first observation names it, else by what the task asks
+//!   for ("the living thing"); so do the search reasons later;
 //! - **reflection** right after a planted mistake (see [`plant_mistake`]);
 //! - **explore** for moves into a room not entered before and for the first look around a
 //!   room; the reason names what is sought and the rooms still unseen;

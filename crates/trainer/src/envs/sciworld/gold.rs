@@ -1,9 +1,10 @@
 //! ScienceWorld's expert: the simulator's gold action sequence of the variation (from a
 //! gold-path JVM of its own; door openings left out, see [`without_door_openings`], and
 //! under the "easy" simplifications each walk through rooms made one teleport, see
-//! [`with_teleports`]), one
-//! action per turn, tagged and reasoned by [`super::annotate`] like ALFWorld's
-//! demonstrations: a plan naming the subgoals, exploration of unseen rooms, monitoring.
+//! [`with_teleports`]; objects named as the room shows them, see
+//! [`sciworld::GoldOracle::with_plain_names`]), one action per turn, tagged and reasoned
+//! by [`super::annotate`] like ALFWorld's demonstrations: a plan naming the subgoals,
+//! exploration of unseen rooms, monitoring.
 //!
 //! For cold-start data a seeded fraction of episodes carries one recoverable mistake at an
 //! early step ([`plant_mistake`]: a command the simulator does not understand, a room
