@@ -329,9 +329,10 @@ pub struct ColdstartSection {
     /// Share of ALFWorld demonstrations (seeded) whose expert searches for the heat, cool
     /// or clean appliance instead of going straight to it (`ExpertPolicy::searching_appliance`).
     pub appliance_search: f64,
-    /// Share of demonstrations (seeded) whose SFT samples call a tested object by a made-up
-    /// name (`EnvProvider::demo_renaming`; ScienceWorld's conductivity tasks), so the model
-    /// learns to copy the name the task gives. trajectories.jsonl keeps the played names.
+    /// Share of demonstrations (seeded) whose SFT samples call objects by other names
+    /// (`EnvProvider::demo_renamings`; ScienceWorld: a conductivity task's tested object gets
+    /// a made-up name, a find task's species are permuted), so the model learns to copy the
+    /// name the task or the room gives. trajectories.jsonl keeps the played names.
     pub rename_fraction: f64,
     /// Who writes each step's tag and reason: `builtin` (rule-based) or `openai`: a served
     /// teacher (`[coldstart.teacher]`) with the actions fixed, as published; its rejected

@@ -28,7 +28,7 @@ use crate::record::{EpisodeRecord, EpisodeSpec};
 pub mod teacher;
 
 pub use crate::envs::Detours;
-use crate::envs::text::rename;
+use crate::envs::text::rename_all;
 use teacher::{reannotate, Teacher, TeacherReport};
 
 /// One SFT sample: the prompt (user message, no chat template) and the reply.
@@ -53,7 +53,7 @@ pub struct Coldstart {
     pub throughput: Throughput,
     /// What a served teacher's annotation did (when one annotated).
     pub teacher: Option<TeacherReport>,
-    /// Demonstrations whose samples call a tested object by a made-up name
+    /// Demonstrations whose samples call objects by other names
     /// ([`Coldstart::rename_tested_objects`]).
     pub renamed: usize,
 }
@@ -135,29 +135,29 @@ pub fn coldstart(
 }
 
 impl Coldstart {
-    /// Makes the samples again with, in a seeded `fraction` of the demonstrations, the name
-    /// `provider` picks for the task's tested object ([`EnvProvider::demo_renaming`])
-    /// written for the played one in every prompt and reply. The episodes keep what was
-    /// played.
+    /// Makes the samples again with, in a seeded `fraction` of the demonstrations, the names
+    /// `provider` picks for the task's objects ([`EnvProvider::demo_renamings`]: a tested
+    /// object's made-up name, a permutation of species) written for the played ones in every
+    /// prompt and reply. The episodes keep what was played.
     pub fn rename_tested_objects(&mut self, provider: &dyn EnvProvider, fraction: f64, seed: u64) {
         use rand::Rng;
         self.renamed = 0;
         self.samples.clear();
         for (i, episode) in self.episodes.iter().enumerate() {
             let mut rng = ChaCha8Rng::seed_from_u64(mix(seed, i as u64));
-            let renaming = (fraction > 0.0 && rng.gen_bool(fraction.min(1.0)))
-                .then(|| provider.demo_renaming(&episode.task, &mut rng))
-                .flatten();
-            match renaming {
-                Some((from, to)) => {
-                    self.renamed += 1;
-                    self.samples.extend(samples_of(episode).map(|s| SftSample {
-                        prompt: rename(&s.prompt, &from, &to),
-                        response: rename(&s.response, &from, &to),
-                    }));
-                }
-                None => self.samples.extend(samples_of(episode)),
+            let renamings = match fraction > 0.0 && rng.gen_bool(fraction.min(1.0)) {
+                true => provider.demo_renamings(&episode.task, &mut rng),
+                false => Vec::new(),
+            };
+            if renamings.is_empty() {
+                self.samples.extend(samples_of(episode));
+                continue;
             }
+            self.renamed += 1;
+            self.samples.extend(samples_of(episode).map(|s| SftSample {
+                prompt: rename_all(&s.prompt, &renamings),
+                response: rename_all(&s.response, &renamings),
+            }));
         }
     }
 
@@ -172,7 +172,7 @@ impl Coldstart {
         let steps: usize = self.episodes.iter().map(|e| e.steps.len()).sum();
         let renamed = match self.renamed {
             0 => String::new(),
-            n => format!(" ({n} demonstrations with a renamed object)"),
+            n => format!(" ({n} demonstrations with renamed objects)"),
         };
         format!(
             "kept {} of {} expert episodes ({} ended before their first step, {} with a planted mistake), {} steps, {} SFT samples{renamed}",

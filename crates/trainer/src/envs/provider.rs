@@ -114,13 +114,13 @@ pub trait EnvProvider: Sync {
         let _ = (task, max_steps);
         true
     }
-    /// A renaming for one cold-start demonstration of the task `description`: a name the
-    /// demonstration holds and a made-up one to write instead in its SFT samples, seeded by
-    /// `rng` (`[coldstart] rename_fraction`). Default: none (the test games name only what
-    /// the training games name).
-    fn demo_renaming(&self, description: &str, rng: &mut rand_chacha::ChaCha8Rng) -> Option<(String, String)> {
+    /// Renamings for one cold-start demonstration of the task `description`: names the
+    /// demonstration holds and the ones to write instead in its SFT samples, all at once,
+    /// seeded by `rng` (`[coldstart] rename_fraction`). Default: none (the test games name
+    /// only what the training games name).
+    fn demo_renamings(&self, description: &str, rng: &mut rand_chacha::ChaCha8Rng) -> Vec<(String, String)> {
         let _ = (description, rng);
-        None
+        Vec::new()
     }
     /// The most episodes to keep open at once (`None`: no limit), for environments that
     /// each hold a heavy resource such as a JVM.

@@ -22,37 +22,47 @@ pub fn capitalise(text: &str) -> String {
 /// `text` with every whole-word `from` replaced by `to`, matched as written and in lower case
 /// (actions write names in lower case: `unknown substance b`).
 pub fn rename(text: &str, from: &str, to: &str) -> String {
-    let once = replace_words(text, from, to);
-    let lower = from.to_lowercase();
-    if lower == from {
-        once
-    } else {
-        replace_words(&once, &lower, &to.to_lowercase())
-    }
+    rename_all(text, &[(from.to_string(), to.to_string())])
 }
 
-fn replace_words(text: &str, from: &str, to: &str) -> String {
-    if from.is_empty() {
-        return text.to_string();
-    }
-    let mut out = String::with_capacity(text.len());
-    let mut rest = text;
-    let mut before: Option<char> = None;
-    while let Some(at) = rest.find(from) {
-        let prev = rest[..at].chars().next_back().or(before);
-        let next = rest[at + from.len()..].chars().next();
-        let whole = !prev.is_some_and(char::is_alphanumeric) && !next.is_some_and(char::is_alphanumeric);
-        let (head, tail) = rest.split_at(at + from.len());
-        if whole {
-            out.push_str(&head[..at]);
-            out.push_str(to);
-        } else {
-            out.push_str(head);
+/// `text` with the renamings done all at once: each whole-word `from`, as written or in lower
+/// case, becomes its `to` (in lower case for a lower-case match), the longest name first where
+/// names overlap, and no replacement is renamed again, so a permutation (`dove` to `frog`,
+/// `frog` to `dove`) swaps names.
+pub fn rename_all(text: &str, renamings: &[(String, String)]) -> String {
+    let mut forms: Vec<(String, String)> = Vec::new();
+    for (from, to) in renamings.iter().filter(|(from, _)| !from.is_empty()) {
+        forms.push((from.clone(), to.clone()));
+        if from.to_lowercase() != *from {
+            forms.push((from.to_lowercase(), to.to_lowercase()));
         }
-        before = head.chars().next_back();
-        rest = tail;
     }
-    out.push_str(rest);
+    forms.sort_by(|a, b| b.0.len().cmp(&a.0.len()));
+    let mut out = String::with_capacity(text.len());
+    let mut at = 0;
+    let mut prev: Option<char> = None;
+    while at < text.len() {
+        let rest = &text[at..];
+        let starts_word = !prev.is_some_and(char::is_alphanumeric);
+        let hit = forms.iter().find(|(from, _)| {
+            starts_word
+                && rest.starts_with(from.as_str())
+                && !rest[from.len()..].chars().next().is_some_and(char::is_alphanumeric)
+        });
+        match hit {
+            Some((from, to)) => {
+                out.push_str(to);
+                at += from.len();
+                prev = from.chars().next_back();
+            }
+            None => {
+                let c = rest.chars().next().expect("at < len");
+                out.push(c);
+                at += c.len_utf8();
+                prev = Some(c);
+            }
+        }
+    }
     out
 }
 
@@ -70,5 +80,41 @@ mod tests {
         assert_eq!(rename("a metal forks, metal fork.", "metal fork", "tavomi"), "a metal forks, tavomi.");
         assert_eq!(rename("xmetal fork metal fork", "metal fork", "ka"), "xmetal fork ka");
         assert_eq!(rename("abc", "", "x"), "abc");
+    }
+
+    fn pairs(names: &[(&str, &str)]) -> Vec<(String, String)> {
+        names.iter().map(|(a, b)| (a.to_string(), b.to_string())).collect()
+    }
+
+    #[test]
+    fn renamings_are_done_at_once_longest_first() {
+        let swap = pairs(&[("dove egg", "frog egg"), ("frog egg", "dove egg"), ("dove", "frog"), ("frog", "dove")]);
+        assert_eq!(
+            rename_all("a dove egg | a frog egg. You move the dove to the inventory. doves", &swap),
+            "a frog egg | a dove egg. You move the frog to the inventory. doves"
+        );
+        let nested = pairs(&[("turtle", "wolf"), ("giant turtle", "baby ant")]);
+        assert_eq!(rename_all("giant turtle, turtle", &nested), "baby ant, wolf");
+        assert_eq!(rename_all("Pick up X", &pairs(&[("X", "Ab")])), "Pick up Ab");
+        assert_eq!(rename_all("ünknown ü", &pairs(&[("ü", "u")])), "ünknown u");
+        assert_eq!(rename_all("", &swap), "");
+    }
+
+    proptest::proptest! {
+        /// A permutation of names, then its inverse, gives the text back.
+        #[test]
+        fn a_permutation_and_its_inverse_cancel(
+            words in proptest::collection::vec(0usize..8, 0..30),
+            seps in proptest::collection::vec(proptest::sample::select(vec![" ", ", ", " | ", ". ", "x", " (a "]), 30),
+            shift in 1usize..5,
+        ) {
+            let names = ["ant", "dove", "frog", "wolf", "giant tortoise", "blue jay", "Zed", "pea"];
+            let text: String = words.iter().zip(&seps).map(|(w, s)| format!("{}{s}", names[*w])).collect();
+            let forward: Vec<(String, String)> =
+                (0..names.len()).map(|i| (names[i].to_string(), names[(i + shift) % names.len()].to_string())).collect();
+            let back: Vec<(String, String)> = forward.iter().map(|(a, b)| (b.clone(), a.clone())).collect();
+            let there = rename_all(&text, &forward);
+            proptest::prop_assert_eq!(rename_all(&there, &back), text);
+        }
     }
 }

@@ -104,10 +104,11 @@ impl EnvProvider for SciworldProvider {
             .map_or(true, |actions| actions < max_steps)
     }
 
-    /// The conductivity tasks' tested object, renamed ([`rename::renaming`]): their test
-    /// variations test objects and letters the training ones never name.
-    fn demo_renaming(&self, description: &str, rng: &mut rand_chacha::ChaCha8Rng) -> Option<(String, String)> {
-        rename::renaming(description, rng)
+    /// The conductivity tasks' tested object renamed, the find tasks' species permuted
+    /// ([`rename::renamings`]): the test variations name other objects and letters, and
+    /// hold other species in other proportions.
+    fn demo_renamings(&self, description: &str, rng: &mut rand_chacha::ChaCha8Rng) -> Vec<(String, String)> {
+        rename::renamings(description, rng)
     }
 
     /// Each episode holds a simulator JVM (~220 MB): at most [`MAX_SIMULATORS`] at once.

@@ -2,8 +2,13 @@
 //! name (the conductivity tasks test other objects and other unknown substances' letters), so
 //! a model that learned to write the training names fails there. Demonstrations in which the
 //! tested object carries a made-up name teach it to copy the name the task gives instead.
-//! [`renaming`] picks the name (pure, seeded); [`crate::envs::text::rename`] applies it.
+//! The find tasks' rooms hold animals and plants in other proportions than the training
+//! ones (a baby beaver in half the test rooms of find-animal, in 1% of the training ones): a
+//! seeded permutation of the species in each such demonstration teaches the model to pick the
+//! one the room shows, not the one seen most. [`renamings`] picks the names (pure, seeded);
+//! [`crate::envs::text::rename_all`] applies them.
 
+use rand::seq::SliceRandom;
 use rand::Rng;
 
 /// Syllables of made-up words (`"tavomi"`): no word of the simulator.
@@ -24,11 +29,75 @@ const THINGS: &[&str] = &[
     "brush", "hook", "chain", "dice", "mug", "card", "wheel", "sponge", "ruler",
 ];
 
-/// The renaming of one demonstration of `task` (its description): the tested object's name
-/// and the one to write instead, or none when the task tests no named object. An unknown
-/// substance keeps its kind and gets another letter (`unknown substance B` -> `unknown
-/// substance R`); any other object gets a made-up name ([`made_up_name`]).
-pub fn renaming(task: &str, rng: &mut impl Rng) -> Option<(String, String)> {
+/// The find tasks' animals as rooms show them (`dove egg`) and as the simulator names the
+/// creature elsewhere (`You move the dove to the inventory.`).
+const ANIMALS: &[(&str, &str)] = &[
+    ("blue jay egg", "blue jay"),
+    ("butterfly egg", "butterfly"),
+    ("chameleon egg", "chameleon"),
+    ("crocodile egg", "crocodile"),
+    ("dove egg", "dove"),
+    ("frog egg", "frog"),
+    ("giant tortoise egg", "giant tortoise"),
+    ("parrot egg", "parrot"),
+    ("turtle egg", "turtle"),
+    ("baby ant", "ant"),
+    ("baby beaver", "beaver"),
+    ("baby brown bear", "brown bear"),
+    ("baby chipmunk", "chipmunk"),
+    ("baby dragonfly", "dragonfly"),
+    ("baby hedgehog", "hedgehog"),
+    ("baby mouse", "mouse"),
+    ("baby rabbit", "rabbit"),
+    ("baby wolf", "wolf"),
+];
+
+/// The find tasks' plants (in the greenhouse's flower pots).
+const PLANTS: &[&str] = &[
+    "apple tree", "avocado tree", "banana tree", "cherry tree", "lemon tree", "orange tree",
+    "peach tree", "pea plant",
+];
+
+/// The renamings of one demonstration of `task` (its description), each a name it holds and
+/// the one to write instead; none for other tasks. A conductivity task's tested object gets
+/// another name ([`renaming`]); a find task's animals or plants (`find a(n) animal`, `plant`,
+/// `living thing`: both) are permuted among themselves ([`species_permutation`]).
+pub fn renamings(task: &str, rng: &mut impl Rng) -> Vec<(String, String)> {
+    if let Some(one) = renaming(task, rng) {
+        return vec![one];
+    }
+    let Some(kind) = task.split("find a(n) ").nth(1) else { return Vec::new() };
+    let mut renamed = Vec::new();
+    if kind.starts_with("animal") || kind.starts_with("living thing") {
+        let animals: Vec<[&str; 2]> = ANIMALS.iter().map(|&(shown, creature)| [shown, creature]).collect();
+        renamed.extend(species_permutation(&animals, rng));
+    }
+    if kind.starts_with("plant") || kind.starts_with("living thing") {
+        let plants: Vec<[&str; 1]> = PLANTS.iter().map(|&plant| [plant]).collect();
+        renamed.extend(species_permutation(&plants, rng));
+    }
+    renamed
+}
+
+/// A seeded permutation of `species` (each named in N forms): every form of one becomes the
+/// same form of its image; a species mapped to itself is left out.
+fn species_permutation<const N: usize>(species: &[[&str; N]], rng: &mut impl Rng) -> Vec<(String, String)> {
+    let mut images: Vec<usize> = (0..species.len()).collect();
+    images.shuffle(rng);
+    let mut renamed = Vec::new();
+    for (from, &to) in images.iter().enumerate().filter(|(from, to)| from != *to) {
+        for form in 0..N {
+            renamed.push((species[from][form].to_string(), species[to][form].to_string()));
+        }
+    }
+    renamed
+}
+
+/// The renaming of a conductivity task's tested object: its name and the one to write
+/// instead, or none when the task tests no named object. An unknown substance keeps its kind
+/// and gets another letter (`unknown substance B` -> `unknown substance R`); any other object
+/// gets a made-up name ([`made_up_name`]).
+fn renaming(task: &str, rng: &mut impl Rng) -> Option<(String, String)> {
     let object = tested_object(task)?;
     let new = match object.strip_prefix("unknown substance ") {
         Some(letter) => {
@@ -96,6 +165,7 @@ mod tests {
             assert!(to.starts_with("unknown substance ") && to != from && to.len() == from.len(), "{to}");
         }
         assert_eq!(renaming("Your task is to find a(n) animal.", &mut rng), None);
+        assert_eq!(renamings(FORK, &mut ChaCha8Rng::seed_from_u64(3)).len(), 1);
         let book = "Your task is to determine if book (The Foundations of the Origin of Species) is electrically conductive.";
         assert_eq!(renaming(book, &mut rng), None);
     }
@@ -106,5 +176,33 @@ mod tests {
         assert_eq!(pick(7), pick(7));
         let names: std::collections::BTreeSet<_> = (0..20).map(|s| pick(s).unwrap().1).collect();
         assert!(names.len() > 15, "{names:?}");
+    }
+
+    #[test]
+    fn find_tasks_permute_their_species() {
+        let mut rng = ChaCha8Rng::seed_from_u64(1);
+        let animal = renamings("Your task is to find a(n) animal. First, focus on the thing.", &mut rng);
+        let is_shown = |name: &str| ANIMALS.iter().any(|(shown, _)| *shown == name);
+        let creature = |shown: &str| ANIMALS.iter().find(|(s, _)| *s == shown).unwrap().1.to_string();
+        let shown: std::collections::BTreeMap<_, _> = animal.iter().filter(|(a, _)| is_shown(a)).cloned().collect();
+        assert!(shown.len() > ANIMALS.len() / 2, "{animal:?}");
+        // A permutation: the images are the renamed names, once each; the creature follows
+        // its egg or baby.
+        let mut images: Vec<_> = shown.values().collect();
+        images.sort();
+        images.dedup();
+        assert_eq!(images.len(), shown.len());
+        assert!(images.iter().all(|n| shown.contains_key(n.as_str())));
+        for (from, to) in &shown {
+            assert!(animal.contains(&(creature(from), creature(to))), "{from} -> {to}");
+        }
+        assert_eq!(animal.len(), 2 * shown.len());
+        let plant = renamings("Your task is to find a(n) plant. First, focus on the thing.", &mut rng);
+        assert!(!plant.is_empty() && plant.iter().all(|(a, b)| PLANTS.contains(&a.as_str()) && PLANTS.contains(&b.as_str()) && a != b));
+        let living = renamings("Your task is to find a(n) living thing. First, focus on the thing.", &mut rng);
+        assert!(living.iter().any(|(a, _)| PLANTS.contains(&a.as_str())) && living.iter().any(|(a, _)| is_shown(a)));
+        assert!(renamings("Your task is to find a(n) non-living thing.", &mut rng).is_empty());
+        assert!(renamings("Your task is to find the animal with the longest life span.", &mut rng).is_empty());
+        assert_eq!(renamings("Your task is to find a(n) animal.", &mut ChaCha8Rng::seed_from_u64(5)), renamings("Your task is to find a(n) animal.", &mut ChaCha8Rng::seed_from_u64(5)));
     }
 }
