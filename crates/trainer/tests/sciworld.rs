@@ -148,7 +148,7 @@ fn cold_start_demonstrations_come_from_gold_paths_of_training_tasks() {
     // task about a word every prompt holds, every sample calls it by a made-up name, while
     // the trajectories keep the played one.
     let mut renamed = run.clone();
-    renamed.rename_tested_objects(provider.as_ref(), 1.0, 0);
+    renamed.rename_objects(provider.as_ref(), 1.0, 0);
     let finds_species = |task: &str| ["animal", "plant", "living thing"].iter().any(|kind| task.contains(&format!("find a(n) {kind}")));
     let renameable = run
         .episodes
@@ -164,12 +164,12 @@ fn cold_start_demonstrations_come_from_gold_paths_of_training_tasks() {
         e.task = format!("Your task is to determine if {room} is electrically conductive.");
     }
     let played = renamed.episodes.clone();
-    renamed.rename_tested_objects(provider.as_ref(), 1.0, 0);
+    renamed.rename_objects(provider.as_ref(), 1.0, 0);
     assert_eq!(renamed.renamed, 3);
     assert_eq!(renamed.samples.len(), run.samples.len());
     assert!(renamed.samples.iter().all(|s| !s.prompt.contains(room) && !s.response.contains(room)));
     assert_eq!(renamed.episodes, played);
-    renamed.rename_tested_objects(provider.as_ref(), 0.0, 0);
+    renamed.rename_objects(provider.as_ref(), 0.0, 0);
     assert_eq!((renamed.renamed, &renamed.samples), (0, &run.samples));
 }
 

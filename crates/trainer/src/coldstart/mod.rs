@@ -54,7 +54,7 @@ pub struct Coldstart {
     /// What a served teacher's annotation did (when one annotated).
     pub teacher: Option<TeacherReport>,
     /// Demonstrations whose samples call objects by other names
-    /// ([`Coldstart::rename_tested_objects`]).
+    /// ([`Coldstart::rename_objects`]).
     pub renamed: usize,
 }
 
@@ -139,7 +139,7 @@ impl Coldstart {
     /// `provider` picks for the task's objects ([`EnvProvider::demo_renamings`]: a tested
     /// object's made-up name, a permutation of species) written for the played ones in every
     /// prompt and reply. The episodes keep what was played.
-    pub fn rename_tested_objects(&mut self, provider: &dyn EnvProvider, fraction: f64, seed: u64) {
+    pub fn rename_objects(&mut self, provider: &dyn EnvProvider, fraction: f64, seed: u64) {
         use rand::Rng;
         self.renamed = 0;
         self.samples.clear();
@@ -211,7 +211,7 @@ pub fn run(config: &RunConfig, out: &Path) -> Result<Coldstart> {
         &config.collector_options(),
         teacher.as_ref(),
     )?;
-    result.rename_tested_objects(provider.as_ref(), c.rename_fraction, config.run.seed);
+    result.rename_objects(provider.as_ref(), c.rename_fraction, config.run.seed);
     dir.write_jsonl("trajectories.jsonl", &result.episodes)?;
     dir.write_jsonl("sft.jsonl", &result.samples)?;
     if let Some(report) = &result.teacher {

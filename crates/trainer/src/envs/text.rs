@@ -19,14 +19,9 @@ pub fn capitalise(text: &str) -> String {
     }
 }
 
-/// `text` with every whole-word `from` replaced by `to`, matched as written and in lower case
-/// (actions write names in lower case: `unknown substance b`).
-pub fn rename(text: &str, from: &str, to: &str) -> String {
-    rename_all(text, &[(from.to_string(), to.to_string())])
-}
-
 /// `text` with the renamings done all at once: each whole-word `from`, as written or in lower
-/// case, becomes its `to` (in lower case for a lower-case match), the longest name first where
+/// case (actions write names in lower case: `unknown substance b`), becomes its `to` (in
+/// lower case for a lower-case match), the longest name first where
 /// names overlap, and no replacement is renamed again, so a permutation (`dove` to `frog`,
 /// `frog` to `dove`) swaps names.
 pub fn rename_all(text: &str, renamings: &[(String, String)]) -> String {
@@ -44,11 +39,14 @@ pub fn rename_all(text: &str, renamings: &[(String, String)]) -> String {
     while at < text.len() {
         let rest = &text[at..];
         let starts_word = !prev.is_some_and(char::is_alphanumeric);
-        let hit = forms.iter().find(|(from, _)| {
-            starts_word
-                && rest.starts_with(from.as_str())
-                && !rest[from.len()..].chars().next().is_some_and(char::is_alphanumeric)
-        });
+        let hit = starts_word
+            .then(|| {
+                forms.iter().find(|(from, _)| {
+                    rest.starts_with(from.as_str())
+                        && !rest[from.len()..].chars().next().is_some_and(char::is_alphanumeric)
+                })
+            })
+            .flatten();
         match hit {
             Some((from, to)) => {
                 out.push_str(to);
@@ -69,6 +67,10 @@ pub fn rename_all(text: &str, renamings: &[(String, String)]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn rename(text: &str, from: &str, to: &str) -> String {
+        rename_all(text, &[(from.to_string(), to.to_string())])
+    }
 
     #[test]
     fn whole_words_in_both_cases_are_renamed() {

@@ -31,31 +31,31 @@ const THINGS: &[&str] = &[
 
 /// The find tasks' animals as rooms show them (`dove egg`) and as the simulator names the
 /// creature elsewhere (`You move the dove to the inventory.`).
-const ANIMALS: &[(&str, &str)] = &[
-    ("blue jay egg", "blue jay"),
-    ("butterfly egg", "butterfly"),
-    ("chameleon egg", "chameleon"),
-    ("crocodile egg", "crocodile"),
-    ("dove egg", "dove"),
-    ("frog egg", "frog"),
-    ("giant tortoise egg", "giant tortoise"),
-    ("parrot egg", "parrot"),
-    ("turtle egg", "turtle"),
-    ("baby ant", "ant"),
-    ("baby beaver", "beaver"),
-    ("baby brown bear", "brown bear"),
-    ("baby chipmunk", "chipmunk"),
-    ("baby dragonfly", "dragonfly"),
-    ("baby hedgehog", "hedgehog"),
-    ("baby mouse", "mouse"),
-    ("baby rabbit", "rabbit"),
-    ("baby wolf", "wolf"),
+const ANIMALS: &[[&str; 2]] = &[
+    ["blue jay egg", "blue jay"],
+    ["butterfly egg", "butterfly"],
+    ["chameleon egg", "chameleon"],
+    ["crocodile egg", "crocodile"],
+    ["dove egg", "dove"],
+    ["frog egg", "frog"],
+    ["giant tortoise egg", "giant tortoise"],
+    ["parrot egg", "parrot"],
+    ["turtle egg", "turtle"],
+    ["baby ant", "ant"],
+    ["baby beaver", "beaver"],
+    ["baby brown bear", "brown bear"],
+    ["baby chipmunk", "chipmunk"],
+    ["baby dragonfly", "dragonfly"],
+    ["baby hedgehog", "hedgehog"],
+    ["baby mouse", "mouse"],
+    ["baby rabbit", "rabbit"],
+    ["baby wolf", "wolf"],
 ];
 
 /// The find tasks' plants (in the greenhouse's flower pots).
-const PLANTS: &[&str] = &[
-    "apple tree", "avocado tree", "banana tree", "cherry tree", "lemon tree", "orange tree",
-    "peach tree", "pea plant",
+const PLANTS: &[[&str; 1]] = &[
+    ["apple tree"], ["avocado tree"], ["banana tree"], ["cherry tree"], ["lemon tree"],
+    ["orange tree"], ["peach tree"], ["pea plant"],
 ];
 
 /// The renamings of one demonstration of `task` (its description), each a name it holds and
@@ -69,12 +69,10 @@ pub fn renamings(task: &str, rng: &mut impl Rng) -> Vec<(String, String)> {
     let Some(kind) = task.split("find a(n) ").nth(1) else { return Vec::new() };
     let mut renamed = Vec::new();
     if kind.starts_with("animal") || kind.starts_with("living thing") {
-        let animals: Vec<[&str; 2]> = ANIMALS.iter().map(|&(shown, creature)| [shown, creature]).collect();
-        renamed.extend(species_permutation(&animals, rng));
+        renamed.extend(species_permutation(ANIMALS, rng));
     }
     if kind.starts_with("plant") || kind.starts_with("living thing") {
-        let plants: Vec<[&str; 1]> = PLANTS.iter().map(|&plant| [plant]).collect();
-        renamed.extend(species_permutation(&plants, rng));
+        renamed.extend(species_permutation(PLANTS, rng));
     }
     renamed
 }
@@ -182,8 +180,9 @@ mod tests {
     fn find_tasks_permute_their_species() {
         let mut rng = ChaCha8Rng::seed_from_u64(1);
         let animal = renamings("Your task is to find a(n) animal. First, focus on the thing.", &mut rng);
-        let is_shown = |name: &str| ANIMALS.iter().any(|(shown, _)| *shown == name);
-        let creature = |shown: &str| ANIMALS.iter().find(|(s, _)| *s == shown).unwrap().1.to_string();
+        let is_shown = |name: &str| ANIMALS.iter().any(|[shown, _]| *shown == name);
+        let creature = |shown: &str| ANIMALS.iter().find(|[s, _]| *s == shown).unwrap()[1].to_string();
+        let is_plant = |name: &str| PLANTS.iter().any(|[plant]| *plant == name);
         let shown: std::collections::BTreeMap<_, _> = animal.iter().filter(|(a, _)| is_shown(a)).cloned().collect();
         assert!(shown.len() > ANIMALS.len() / 2, "{animal:?}");
         // A permutation: the images are the renamed names, once each; the creature follows
@@ -198,9 +197,9 @@ mod tests {
         }
         assert_eq!(animal.len(), 2 * shown.len());
         let plant = renamings("Your task is to find a(n) plant. First, focus on the thing.", &mut rng);
-        assert!(!plant.is_empty() && plant.iter().all(|(a, b)| PLANTS.contains(&a.as_str()) && PLANTS.contains(&b.as_str()) && a != b));
+        assert!(!plant.is_empty() && plant.iter().all(|(a, b)| is_plant(a) && is_plant(b) && a != b));
         let living = renamings("Your task is to find a(n) living thing. First, focus on the thing.", &mut rng);
-        assert!(living.iter().any(|(a, _)| PLANTS.contains(&a.as_str())) && living.iter().any(|(a, _)| is_shown(a)));
+        assert!(living.iter().any(|(a, _)| is_plant(a)) && living.iter().any(|(a, _)| is_shown(a)));
         assert!(renamings("Your task is to find a(n) non-living thing.", &mut rng).is_empty());
         assert!(renamings("Your task is to find the animal with the longest life span.", &mut rng).is_empty());
         assert_eq!(renamings("Your task is to find a(n) animal.", &mut ChaCha8Rng::seed_from_u64(5)), renamings("Your task is to find a(n) animal.", &mut ChaCha8Rng::seed_from_u64(5)));
