@@ -26,7 +26,9 @@
 # start and SFT (the same demonstrations in the published baselines' format); gigpo and the
 # further grpo seeds (THINK_SEEDS) start from that model. Two lanes (tagged, think) go side
 # by side, one compute thread each; LANES=1 runs them one after the other on two threads.
-# Seed 0 runs are OUT/METHOD, others OUT/METHOD-seedN.
+# When no think-lane method is wanted, LANES=2 splits the tagged methods over the two lanes
+# instead (RLVMR and GRPO-tagged side by side, each over its seeds). Seed 0 runs are
+# OUT/METHOD, others OUT/METHOD-seedN.
 #
 # Every run checkpoints after each iteration; calling the script again resumes each run from
 # its last checkpoint (and a larger ITERATIONS extends finished runs). It ends with
@@ -149,10 +151,28 @@ think_lane() {
     done
 }
 
-if [ "$LANES" -ge 2 ]; then
+# Tagged lane LANE of LANES: every LANES-th wanted tagged method from the LANE-th, seed by
+# seed.
+tagged_share() {
+    local lane=$1 i=0
+    for seed in $SEEDS; do
+        i=0
+        for method in $TAGGED_METHODS; do
+            wanted "$method" || continue
+            if [ $((i % LANES)) = "$lane" ]; then run "$method" "$seed" "$TAGGED_SFT"; fi
+            i=$((i + 1))
+        done
+    done
+}
+
+if [ "$LANES" -ge 2 ] && { wanted grpo || wanted gigpo; }; then
     export RAYON_NUM_THREADS=1
     tagged_lane &
     think_lane &
+    wait
+elif [ "$LANES" -ge 2 ]; then
+    export RAYON_NUM_THREADS=1
+    for lane in $(seq 0 $((LANES - 1))); do tagged_share "$lane" & done
     wait
 else
     export RAYON_NUM_THREADS=2

@@ -53,24 +53,39 @@ impl GoldOracle {
     /// `path` (a playable gold path of the task's variation) with objects named as the room
     /// and the inventory show them ([`crate::plain`]): played in a fresh load, each action
     /// takes the first of its [`name_candidates`] the simulator understands (an action
-    /// followed by a numbered choice is kept: its ambiguity is part of the path). The
-    /// rewritten path is returned only if it reaches score 100 as `path` does; otherwise
-    /// `path` itself, and `false`.
+    /// followed by a numbered choice is kept: its ambiguity is part of the path), a container
+    /// of the focused object named by that object. The rewritten path is returned only if it
+    /// reaches score 100 as `path` does (tried once more without naming containers by their
+    /// contents if that lost); otherwise `path` itself, and `false`.
     pub fn with_plain_names(&mut self, task: &str, variation: usize, path: Vec<String>) -> Result<(Vec<String>, bool)> {
         let task = resolve_task(task)?;
         check_variation(&task, variation)?;
+        for carry_focus in [true, false] {
+            let (plain, score) = self.replay_plain(task.name, variation, &path, carry_focus)?;
+            if score >= 1.0 {
+                return Ok((plain, true));
+            }
+        }
+        Ok((path, false))
+    }
+
+    /// `path` played with plain names, and the score it reached.
+    fn replay_plain(&mut self, task: &str, variation: usize, path: &[String], carry_focus: bool) -> Result<(Vec<String>, f64)> {
         let simplifications = self.simplifications.clone();
-        let plain = self.slot.with(|sim| {
-            sim.load(task.name, variation, &simplifications, false)?;
-            let mut plain = Vec::with_capacity(path.len());
+        self.slot.with(|sim| {
+            sim.load(task, variation, &simplifications, false)?;
+            let mut plain: Vec<String> = Vec::with_capacity(path.len());
             let mut score = 0.0;
             for (i, action) in path.iter().enumerate() {
                 let chosen_next = path.get(i + 1).is_some_and(|next| is_choice(next));
                 let candidates = if chosen_next {
                     vec![action.clone()]
                 } else {
+                    let focused = carry_focus
+                        .then(|| plain.iter().rev().find_map(|a| a.strip_prefix("focus on ")))
+                        .flatten();
                     let scene = format!("{}\n{}", sim.look()?, sim.inventory()?);
-                    name_candidates(action, &scene)
+                    name_candidates(action, &scene, focused)
                 };
                 let mut played = None;
                 for candidate in candidates {
@@ -84,9 +99,7 @@ impl GoldOracle {
                 plain.push(played.unwrap_or_else(|| action.clone()));
             }
             Ok((plain, score))
-        })?;
-        let (plain, score) = plain;
-        Ok(if score >= 1.0 { (plain, true) } else { (path, false) })
+        })
     }
 
     /// The oracle JVM's pid.

@@ -8,6 +8,12 @@
 //! instead of guessing a referent. [`name_candidates`] proposes the visible forms of one
 //! action (pure); [`crate::GoldOracle::with_plain_names`] plays them in the simulator and
 //! keeps a rewritten path only if it still wins.
+//!
+//! A container that holds what the path focused on is named by that thing: find-plant's
+//! gold path focuses on `peach tree` and then carries `flower pot 7 containing peach tree
+//! and soil`; the simulator takes `pick up peach tree` and `move peach tree to red box` as
+//! well, and the winning path then names one thing throughout instead of asking the model
+//! to read which pot number stands before the plant's name in the room.
 
 use std::collections::BTreeSet;
 
@@ -32,9 +38,11 @@ const PER_SLOT: usize = 4;
 
 /// The forms of `action` to try, best first, the action itself last: each object phrase
 /// replaced by the name under which `scene` (the room and the inventory as the simulator
-/// describes them) shows it. Actions this does not rewrite give only themselves.
-pub fn name_candidates(action: &str, scene: &str) -> Vec<String> {
-    let scene = SceneWords::new(scene);
+/// describes them) shows it; a phrase for a container holding `focused` (the object of the
+/// path's last `focus on`, as played) is tried as `focused` first. Actions this does not
+/// rewrite give only themselves.
+pub fn name_candidates(action: &str, scene: &str, focused: Option<&str>) -> Vec<String> {
+    let scene = SceneWords::new(scene).focused_on(focused);
     let mut out: Vec<String> = Vec::new();
     let mut push = |candidate: String| {
         if !out.contains(&candidate) {
@@ -72,19 +80,58 @@ pub fn name_candidates(action: &str, scene: &str) -> Vec<String> {
     out
 }
 
-/// The scene's word runs (between punctuation), for looking names up.
+/// The scene's word runs (between punctuation), for looking names up, its lines' words,
+/// and the focused object's words.
 struct SceneWords {
     runs: Vec<Vec<String>>,
+    lines: Vec<Vec<String>>,
+    focused: Vec<String>,
 }
 
 impl SceneWords {
     fn new(scene: &str) -> SceneWords {
+        let is_word_char = |c: char| c.is_alphanumeric() || c == ' ' || c == '-' || c == '\'';
         let runs = scene
-            .split(|c: char| !(c.is_alphanumeric() || c == ' ' || c == '-' || c == '\''))
+            .split(|c: char| !is_word_char(c))
             .map(words)
             .filter(|run| !run.is_empty())
             .collect();
-        SceneWords { runs }
+        let lines = scene
+            .lines()
+            .map(|line| words(&line.replace(|c: char| !is_word_char(c), " ")))
+            .collect();
+        SceneWords { runs, lines, focused: Vec::new() }
+    }
+
+    fn focused_on(mut self, focused: Option<&str>) -> SceneWords {
+        self.focused = focused.map(words).unwrap_or_default();
+        self
+    }
+
+    /// Whether `phrase` names a container holding the focused object, by what the phrase says
+    /// it contains (`flower pot 7 containing peach tree and soil in inventory` while `peach
+    /// tree` is in focus) or by what the scene says (`pick up flower pot 7` where the room
+    /// shows "flower pot 7 (containing a peach tree ...)").
+    fn holds_focused(&self, phrase: &str) -> bool {
+        let focused = self.focused.as_slice();
+        let has_focused = |contents: &[String]| {
+            !focused.is_empty() && contents.windows(focused.len()).any(|w| w == focused)
+        };
+        if let Some((_, contents)) = phrase.split_once(" containing ") {
+            return has_focused(&words(contents));
+        }
+        let head = words(head_of(phrase));
+        if head.is_empty() || head == focused {
+            return false;
+        }
+        self.lines.iter().any(|line| {
+            line.windows(head.len()).enumerate().any(|(at, w)| {
+                let after = &line[at + head.len()..];
+                w == head.as_slice()
+                    && after.first().is_some_and(|w| w == "containing")
+                    && has_focused(after)
+            })
+        })
     }
 
     /// Whether `name` (words) appears in one run, word for word.
@@ -127,14 +174,17 @@ impl SceneWords {
         })
     }
 
-    /// The names to try for an object phrase, best first, the phrase itself last: the phrase
-    /// without what it contains or where it is (`flower pot 7 containing peach tree and soil
+    /// The names to try for an object phrase, best first, the phrase itself last: the
+    /// focused object if the phrase holds it, the phrase without what it contains or where it is (`flower pot 7 containing peach tree and soil
     /// in inventory` is `flower pot 7`) as the scene shows it, the same words in the scene's
     /// order, the longest end of it the scene shows (`adult peach tree`: `peach tree`), the
     /// bare head unseen.
     fn names_for(&self, phrase: &str) -> Vec<String> {
         let head = words(head_of(phrase));
         let mut names: Vec<Vec<String>> = Vec::new();
+        if self.holds_focused(phrase) {
+            names.push(self.focused.clone());
+        }
         if let Some(whole) = self.whole_name(&head) {
             names.push(whole);
         }
@@ -217,30 +267,64 @@ mod tests {
             ),
         ];
         for (action, scene, best) in cases {
-            let candidates = name_candidates(action, scene);
+            let candidates = name_candidates(action, scene, None);
             assert_eq!(candidates[0], best, "{action}: {candidates:?}");
             assert_eq!(candidates.last().map(String::as_str), Some(action));
         }
     }
 
     #[test]
+    fn a_container_of_the_focused_object_is_named_by_it() {
+        let pick = "pick up flower pot 7 containing peach tree and soil";
+        let moved = "move flower pot 7 containing peach tree and soil in inventory to red box";
+        assert_eq!(name_candidates(pick, GREENHOUSE, Some("peach tree"))[..2], ["pick up peach tree", "pick up flower pot 7"]);
+        assert_eq!(name_candidates(moved, GREENHOUSE, Some("peach tree"))[0], "move peach tree to red box");
+        // Another focus, or a pot of water, keeps the pot's name first.
+        assert_eq!(name_candidates(pick, GREENHOUSE, Some("apple tree"))[0], "pick up flower pot 7");
+        assert_eq!(name_candidates("pick up flower pot 2 containing water", GREENHOUSE, Some("peach tree"))[0], "pick up flower pot 2");
+        // The room says what the pot holds when the command does not.
+        assert_eq!(name_candidates("pick up flower pot 7", GREENHOUSE, Some("peach tree"))[0], "pick up peach tree");
+        assert_eq!(name_candidates("pick up flower pot 2", GREENHOUSE, Some("peach tree"))[0], "pick up flower pot 2");
+        // The focused object itself is not a container of itself.
+        assert_eq!(name_candidates("pick up peach tree", GREENHOUSE, Some("peach tree")), ["pick up peach tree"]);
+    }
+
+    #[test]
     fn wiring_moves_and_unknown_verbs_are_kept() {
         for action in ["connect battery anode to blue wire terminal 1", "teleport to kitchen", "look around", "wait1", "0"] {
-            assert_eq!(name_candidates(action, OUTSIDE), vec![action.to_string()]);
+            assert_eq!(name_candidates(action, OUTSIDE, None), vec![action.to_string()]);
         }
     }
 
     #[test]
     fn a_name_the_scene_shows_already_stays_first() {
-        let candidates = name_candidates("pick up axe", OUTSIDE);
+        let candidates = name_candidates("pick up axe", OUTSIDE, None);
         assert_eq!(candidates, vec!["pick up axe".to_string()]);
     }
 
     #[test]
     fn names_never_start_or_end_with_glue() {
         // "tree in" is a run of the greenhouse, but not a name.
-        let candidates = name_candidates("focus on tree in pot", GREENHOUSE);
+        let candidates = name_candidates("focus on tree in pot", GREENHOUSE, None);
         assert!(candidates.iter().all(|c| !c.ends_with(" in")), "{candidates:?}");
+    }
+
+    proptest::proptest! {
+        /// Whatever the action, scene and focus: the action itself comes last, no candidate
+        /// repeats, and each slot tries at most PER_SLOT names.
+        #[test]
+        fn candidates_end_with_the_action_and_repeat_nothing(
+            action in "(pick up |focus on |move |look at )?[a-z0-9 ]{0,16}( containing [a-z ]{0,12})?( in [a-z ]{0,8})?( to [a-z0-9 ]{0,10})?",
+            scene in "([a-z0-9 ]{0,16}( \\(containing [a-z ]{0,14}\\))?\n){0,5}",
+            focused in proptest::option::of("[a-z ]{0,12}"),
+        ) {
+            let candidates = name_candidates(&action, &scene, focused.as_deref());
+            proptest::prop_assert_eq!(candidates.last(), Some(&action));
+            for (i, candidate) in candidates.iter().enumerate() {
+                proptest::prop_assert!(!candidates[..i].contains(candidate), "{:?}", candidates);
+            }
+            proptest::prop_assert!(candidates.len() <= PER_SLOT * PER_SLOT + 1);
+        }
     }
 
     #[test]

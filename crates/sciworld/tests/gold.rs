@@ -116,7 +116,8 @@ fn recorded_gold_lengths_are_the_simulators() {
 
 /// Gold paths with objects named as the room shows them ([`GoldOracle::with_plain_names`])
 /// still win when a playing simulator replays them, and use those names: the find tasks'
-/// animal, the potted plant, the conductivity tasks' object. A path kept as the simulator
+/// animal, the potted plant (carried by its name, not its pot's), the conductivity tasks'
+/// object. A path kept as the simulator
 /// wrote it must be the gold path itself.
 #[test]
 fn plain_named_gold_paths_win_and_name_what_the_room_shows() {
@@ -159,6 +160,12 @@ fn plain_named_gold_paths_win_and_name_what_the_room_shows() {
         // No referent of the simulator's own ("egg blue jay egg in inventory").
         for action in plain.iter().filter(|a| a.starts_with("move ") || a.starts_with("focus on ")) {
             assert!(!action.contains(" in inventory"), "{task} {variation}: {action}");
+        }
+        // The potted plant is carried and moved by its own name, not its pot's.
+        if task == "find-plant" {
+            let focused = plain.iter().find_map(|a| a.strip_prefix("focus on ")).unwrap();
+            assert!(plain.last().unwrap().starts_with(&format!("move {focused} to ")), "{plain:?}");
+            assert!(plain.iter().all(|a| !a.contains("flower pot")), "{plain:?}");
         }
     }
     // Most of these gold paths name something by a referent the room does not show.
