@@ -174,12 +174,22 @@ mod tests {
     }
 
     #[test]
-    fn the_strict_preset_is_the_main_job_with_only_its_name_and_protocol_changed() {
-        let strict = RunConfig::from_toml(include_str!("../../../configs/cpu-l2-strict.toml")).unwrap();
-        assert_eq!(strict.env.protocol, trainer::envs::Protocol::Strict);
-        let mut main = RunConfig::from_toml(MAIN_PRESET).unwrap();
-        main.run.name = strict.run.name.clone();
-        main.env.protocol = strict.env.protocol;
-        assert_eq!(main, strict);
+    fn the_strict_presets_are_their_main_jobs_with_only_the_name_and_protocol_changed() {
+        let pairs = [
+            (MAIN_PRESET, include_str!("../../../configs/cpu-l2-strict.toml")),
+            (
+                include_str!("../../../configs/cpu-sciworld.toml"),
+                include_str!("../../../configs/cpu-sciworld-strict.toml"),
+            ),
+        ];
+        for (main, strict) in pairs {
+            let strict = RunConfig::from_toml(strict).unwrap();
+            assert_eq!(strict.env.protocol, trainer::envs::Protocol::Strict);
+            let mut main = RunConfig::from_toml(main).unwrap();
+            assert_eq!(main.env.protocol, trainer::envs::Protocol::Published);
+            main.run.name = strict.run.name.clone();
+            main.env.protocol = strict.env.protocol;
+            assert_eq!(main, strict);
+        }
     }
 }
