@@ -175,10 +175,10 @@ impl SceneWords {
     }
 
     /// The names to try for an object phrase, best first, the phrase itself last: the
-    /// focused object if the phrase holds it, the phrase without what it contains or where it is (`flower pot 7 containing peach tree and soil
-    /// in inventory` is `flower pot 7`) as the scene shows it, the same words in the scene's
-    /// order, the longest end of it the scene shows (`adult peach tree`: `peach tree`), the
-    /// bare head unseen.
+    /// focused object if the phrase holds it, the phrase without what it contains or where
+    /// it is (`flower pot 7 containing peach tree and soil in inventory` is `flower pot 7`)
+    /// as the scene shows it, the same words in the scene's order, the longest end of it the
+    /// scene shows (`adult peach tree`: `peach tree`), the bare head unseen.
     fn names_for(&self, phrase: &str) -> Vec<String> {
         let head = words(head_of(phrase));
         let mut names: Vec<Vec<String>> = Vec::new();
