@@ -125,11 +125,16 @@ if [ ! -f "$TAGGED_SFT/rlvmr.toml" ]; then
     TAGGED_SFT=$OUT/rlvmr/sft/final
 fi
 
-# The tagged lane: RLVMR and GRPO with the four tags, seed by seed, from one SFT model.
+# Tagged lane LANE of LANES: RLVMR and GRPO with the four tags from one SFT model, seed by
+# seed, every LANES-th wanted method from the LANE-th (lane 0 of 1: all of them).
 tagged_lane() {
+    local lane=$1 lanes=$2 i
     for seed in $SEEDS; do
+        i=0
         for method in $TAGGED_METHODS; do
-            if wanted "$method"; then run "$method" "$seed" "$TAGGED_SFT"; fi
+            wanted "$method" || continue
+            if [ $((i % lanes)) = "$lane" ]; then run "$method" "$seed" "$TAGGED_SFT"; fi
+            i=$((i + 1))
         done
     done
 }
@@ -151,32 +156,18 @@ think_lane() {
     done
 }
 
-# Tagged lane LANE of LANES: every LANES-th wanted tagged method from the LANE-th, seed by
-# seed.
-tagged_share() {
-    local lane=$1 i=0
-    for seed in $SEEDS; do
-        i=0
-        for method in $TAGGED_METHODS; do
-            wanted "$method" || continue
-            if [ $((i % LANES)) = "$lane" ]; then run "$method" "$seed" "$TAGGED_SFT"; fi
-            i=$((i + 1))
-        done
-    done
-}
-
 if [ "$LANES" -ge 2 ] && { wanted grpo || wanted gigpo; }; then
     export RAYON_NUM_THREADS=1
-    tagged_lane &
+    tagged_lane 0 1 &
     think_lane &
     wait
 elif [ "$LANES" -ge 2 ]; then
     export RAYON_NUM_THREADS=1
-    for lane in $(seq 0 $((LANES - 1))); do tagged_share "$lane" & done
+    for lane in $(seq 0 $((LANES - 1))); do tagged_lane "$lane" "$LANES" & done
     wait
 else
     export RAYON_NUM_THREADS=2
-    tagged_lane
+    tagged_lane 0 1
     think_lane
 fi
 dirs=()

@@ -114,9 +114,10 @@ impl SceneWords {
     /// shows "flower pot 7 (containing a peach tree ...)").
     fn holds_focused(&self, phrase: &str) -> bool {
         let focused = self.focused.as_slice();
-        let has_focused = |contents: &[String]| {
-            !focused.is_empty() && contents.windows(focused.len()).any(|w| w == focused)
-        };
+        if focused.is_empty() {
+            return false;
+        }
+        let has_focused = |contents: &[String]| contents.windows(focused.len()).any(|w| w == focused);
         if let Some((_, contents)) = phrase.split_once(" containing ") {
             return has_focused(&words(contents));
         }
