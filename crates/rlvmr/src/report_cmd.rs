@@ -8,7 +8,8 @@ use anyhow::Result;
 
 #[derive(clap::Args)]
 pub struct ReportArgs {
-    /// Run directories of `rlvmr train` (each holds metrics.jsonl); overlaid on every chart.
+    /// Run directories of `rlvmr train` (each holds metrics.jsonl; a per-level job's folder
+    /// stands for its level runs); overlaid on every chart.
     #[arg(required = true)]
     runs: Vec<PathBuf>,
     /// Where the PNG charts go (default: <first run>/plots).
@@ -16,9 +17,13 @@ pub struct ReportArgs {
     out: Option<PathBuf>,
 }
 
+/// The runs `dirs` name, a per-level job's folder standing for its level runs.
+fn expand(dirs: &[PathBuf]) -> Vec<PathBuf> {
+    dirs.iter().flat_map(|dir| trainer::rl::levels::runs_in(dir)).collect()
+}
+
 pub fn run(args: ReportArgs) -> Result<ExitCode> {
-    let runs = args
-        .runs
+    let runs = expand(&args.runs)
         .iter()
         .map(|dir| trainer::report::Run::read(dir))
         .collect::<Result<Vec<_>, _>>()?;
@@ -52,7 +57,8 @@ pub fn compare(args: CompareArgs) -> Result<ExitCode> {
 
 #[derive(clap::Args)]
 pub struct AdvantagesArgs {
-    /// Run directories of `rlvmr train` (each holds rollouts/NNNN.jsonl.gz): one table each.
+    /// Run directories of `rlvmr train` (each holds rollouts/NNNN.jsonl.gz; a per-level
+    /// job's folder stands for its level runs): one table each.
     #[arg(required = true)]
     runs: Vec<PathBuf>,
     /// The iterations to pool, as `7` or `11-20` (default: every iteration written).
@@ -62,7 +68,7 @@ pub struct AdvantagesArgs {
 
 /// `rlvmr advantages`: each run's advantages by episode outcome, tag and meta-reasoning reward.
 pub fn advantages(args: AdvantagesArgs) -> Result<ExitCode> {
-    for run in &args.runs {
+    for run in &expand(&args.runs) {
         let credit = trainer::credit::read(run, args.iterations)?;
         println!("{}", trainer::credit::table(&credit));
     }

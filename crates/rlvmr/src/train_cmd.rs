@@ -139,18 +139,47 @@ pub fn run(args: TrainArgs) -> Result<ExitCode> {
             (config, out, false)
         }
     };
+    if config.rl.per_level {
+        return train_per_level(&config, &out, resume);
+    }
     let report = trainer::rl::train(&config, &out, resume)
         .with_context(|| format!("rlvmr train into {}", out.display()))?;
-    println!("{}", trainer::rl::metrics::final_table(&report));
-    eprintln!("wrote {}/{{metrics.jsonl,rollouts/,checkpoints/,final/}}", report.dir.display());
-    write_plots(&report.dir);
+    report_run(&report);
     Ok(ExitCode::SUCCESS)
 }
 
-/// The run's charts into `DIR/plots` (as `rlvmr report DIR` draws them). A machine without a
+/// `rl.per_level`: one run per level's training games, each reported as a single run is.
+fn train_per_level(config: &RunConfig, out: &std::path::Path, resume: bool) -> Result<ExitCode> {
+    let outcomes = trainer::rl::levels::train_levels(config, out, resume)
+        .with_context(|| format!("rlvmr train (one run per level) into {}", out.display()))?;
+    for outcome in &outcomes {
+        println!("## RL at {}, its final model on {}\n", outcome.run.levels[0], outcome.run.levels.join(", "));
+        match &outcome.report {
+            Some(report) => report_run(report),
+            None => println!("finished before: {}\n", outcome.run.dir.join("eval").display()),
+        }
+    }
+    // The job's charts: every level's run on one set, each level played by its own model.
+    let runs: Vec<_> = outcomes.iter().map(|outcome| outcome.run.dir.clone()).collect();
+    write_plots(out, &runs);
+    Ok(ExitCode::SUCCESS)
+}
+
+/// A finished run's table on stdout, where it wrote, and its charts.
+fn report_run(report: &trainer::rl::RlReport) {
+    println!("{}", trainer::rl::metrics::final_table(report));
+    eprintln!("wrote {}/{{metrics.jsonl,rollouts/,checkpoints/,final/}}", report.dir.display());
+    write_plots(&report.dir, std::slice::from_ref(&report.dir));
+}
+
+/// The charts of `runs` into `dir/plots` (as `rlvmr report` draws them). A machine without a
 /// font gets a warning, not a failed run: the training is done and saved.
-fn write_plots(dir: &std::path::Path) {
-    let drawn = trainer::report::Run::read(dir).and_then(|run| trainer::report::draw(&[run], &dir.join("plots")));
+fn write_plots(dir: &std::path::Path, runs: &[PathBuf]) {
+    let drawn = runs
+        .iter()
+        .map(|run| trainer::report::Run::read(run))
+        .collect::<Result<Vec<_>, _>>()
+        .and_then(|runs| trainer::report::draw(&runs, &dir.join("plots")));
     match drawn {
         Ok(files) => eprintln!("wrote {} charts into {}", files.len(), dir.join("plots").display()),
         Err(e) => eprintln!("warning: no charts drawn ({e}); `rlvmr report {}` draws them later", dir.display()),

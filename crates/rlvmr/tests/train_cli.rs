@@ -140,6 +140,95 @@ fn under_strict_no_file_written_before_the_test_mentions_a_cool_or_pick_two_game
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// The smoke preset as a per-level job (`rl.per_level`): one RL iteration per run, the
+/// final evaluations on 3 seeded draws per level.
+fn per_level_config(dir: &Path) -> PathBuf {
+    let text = std::fs::read_to_string(repo().join("configs/smoke.toml")).unwrap();
+    let text = text
+        .replace("iterations = 2", "iterations = 1")
+        .replace("eval_every = 2", "eval_every = 0")
+        .replace("temperature = 0.4", "temperature = 0.4\nepisodes = 3")
+        .replace("final_eval = [\"L2\"]", "final_eval = [\"L0\", \"L1\", \"L2\"]\nper_level = true");
+    let path = dir.join("per-level.toml");
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+fn config_of(run: &Path) -> toml::Value {
+    toml::from_str(&std::fs::read_to_string(run.join("config.toml")).unwrap()).unwrap()
+}
+
+/// As the authors' code trains one model per level: L0 and L1 share their training games
+/// and so one run, L2 has its own, both from one cold start and SFT under `published`; each
+/// level is played by its own run's model, and a resumed job does not play a finished run again.
+#[test]
+fn a_per_level_job_trains_each_level_on_its_own_games_from_one_sft_model() {
+    let dir = scratch("per-level");
+    let config = per_level_config(&dir);
+    let out = dir.join("run");
+    let (code, stdout, err) = rlvmr(&["train", "--config", config.to_str().unwrap(), "--out", out.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    assert!(stdout.contains("## RL at L0, its final model on L0, L1"), "{stdout}");
+    assert!(stdout.contains("## RL at L2, its final model on L2"), "{stdout}");
+    for level in ["L0", "L1", "L2"] {
+        assert!(stdout.contains(&format!("| final model, {level} test games | 3 |")), "{stdout}");
+    }
+    let sft = out.join("sft/final");
+    assert!(sft.join("model.safetensors").is_file(), "one shared SFT model");
+    for (run, split, plays) in [("L0", "L0", &["L0", "L1"][..]), ("L2", "L2", &["L2"][..])] {
+        let run = out.join(run);
+        let saved = config_of(&run);
+        assert_eq!(saved["env"]["split"].as_str(), Some(split));
+        assert_eq!(saved["rl"]["init"].as_str(), Some(sft.to_str().unwrap()));
+        assert_eq!(saved["rl"]["per_level"].as_bool(), Some(false));
+        assert!(!run.join("coldstart").exists() && !run.join("sft").exists(), "no second cold start");
+        for level in plays {
+            assert!(run.join(format!("eval/{level}.json")).is_file(), "{} plays {level}", run.display());
+        }
+        assert!(run.join("checkpoints/iter-0001/model.safetensors").is_file());
+    }
+    assert!(!out.join("L1").exists(), "L1 trains on L0's games: no run of its own");
+    assert!(!out.join("L0/eval/L2.json").exists() && !out.join("L2/eval/L0.json").exists());
+    assert_eq!(config_of(&out)["rl"]["per_level"].as_bool(), Some(true));
+    // The job's charts hold both runs, and `rlvmr report` reads the job's folder as its runs.
+    assert!(std::fs::read(out.join("plots/success.png")).unwrap().starts_with(b"\x89PNG"));
+    let (code, stdout, err) = rlvmr(&["report", out.to_str().unwrap(), "--out", dir.join("plots").to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    for run in ["L0", "L2"] {
+        assert!(stdout.contains(&out.join(run).display().to_string()), "{stdout}");
+    }
+
+    // Resumed: both runs are finished, so nothing is played again.
+    let before = std::fs::read(out.join("L2/eval/L2.jsonl")).unwrap();
+    let (code, stdout, err) = rlvmr(&["train", "--resume", out.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(stdout.matches("finished before").count(), 2, "{stdout}");
+    assert_eq!(std::fs::read(out.join("L2/eval/L2.jsonl")).unwrap(), before);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Under `strict` the levels' cold starts draw different games (L2's never shows types 5-6),
+/// so each run makes its own.
+#[test]
+fn a_strict_per_level_job_gives_each_run_its_own_cold_start() {
+    let dir = scratch("per-level-strict");
+    let config = per_level_config(&dir);
+    let out = dir.join("run");
+    let (code, _, err) = rlvmr(&[
+        "train", "--config", config.to_str().unwrap(), "--protocol", "strict", "--out", out.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(!out.join("sft").exists(), "no shared SFT under strict");
+    for run in ["L0", "L2"] {
+        let run = out.join(run);
+        assert!(run.join("sft/final/model.safetensors").is_file(), "{}", run.display());
+        assert_eq!(config_of(&run)["rl"]["init"].as_str(), Some("coldstart"));
+    }
+    let demonstrations = json_lines(&out.join("L2/coldstart/trajectories.jsonl"));
+    assert!(task_types(&demonstrations).iter().all(|t| !["cool", "pick_two"].contains(&t.as_str())));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[test]
 fn the_smoke_preset_writes_metrics_rollouts_checkpoints_and_the_final_model() {
     let dir = scratch("smoke");

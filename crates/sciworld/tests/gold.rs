@@ -114,6 +114,23 @@ fn recorded_gold_lengths_are_the_simulators() {
     }
 }
 
+/// A path that does not win as written (a gold path without its last action) cannot be
+/// checked by its score, so no rewrite of it is trusted: it comes back as given, flagged
+/// unchanged, after both rewrites (with and without containers named by their contents) lost.
+#[test]
+fn a_path_that_cannot_win_is_kept_as_given() {
+    let mut config = EnvConfig::from_default_jar().expect("the scienceworld jar");
+    config.valid_actions = false;
+    let mut oracle = GoldOracle::new(&config).unwrap();
+    let mut gold = sciworld::with_teleports(sciworld::without_door_openings(
+        oracle.gold_actions("find-plant", 0).unwrap(),
+    ));
+    gold.pop();
+    let (kept, changed) = oracle.with_plain_names("find-plant", 0, gold.clone()).unwrap();
+    assert!(!changed);
+    assert_eq!(kept, gold);
+}
+
 /// Gold paths with objects named as the room shows them ([`GoldOracle::with_plain_names`])
 /// still win when a playing simulator replays them, and use those names: the find tasks'
 /// animal, the potted plant (carried by its name, not its pot's), the conductivity tasks'

@@ -556,6 +556,11 @@ pub struct RlSection {
     /// Levels (`L0`, `L1`, `L2`) whose every test game the final model plays at the end of
     /// the run, at `eval.temperature` (empty: none).
     pub final_eval: Vec<String>,
+    /// One RL run per training set of the `final_eval` levels, each level played by the
+    /// model trained on its own training games, as the authors' code runs one training per
+    /// level (L0 and L1 share theirs); the cold start and SFT are shared when every level's
+    /// cold start draws the same games (`published`). See [`crate::rl::levels`].
+    pub per_level: bool,
 }
 
 impl Default for RlSection {
@@ -589,6 +594,7 @@ impl Default for RlSection {
             save_every: 10,
             max_bad_updates: 3,
             final_eval: Vec::new(),
+            per_level: false,
         }
     }
 }
@@ -651,6 +657,12 @@ impl RlSection {
             if let Some(bad) = levels.iter().find(|l| !LEVELS.contains(&l.as_str())) {
                 return Err(TrainerError::value(key, format!("levels must be L0, L1 or L2, got {bad:?}")));
             }
+        }
+        if self.per_level && self.final_eval.is_empty() {
+            return Err(TrainerError::value(
+                "rl.per_level",
+                "true needs the levels to train for in rl.final_eval, which is empty",
+            ));
         }
         Ok(())
     }
@@ -946,6 +958,7 @@ mod tests {
         assert!(err("[rollout]\ntemperature = -1.0\n").contains("rollout.temperature"));
         assert!(err("[env]\nsplit = \"L9\"\n").contains("env.split"));
         assert!(err("[rl]\neval_levels = [\"L0\", \"L3\"]\n").contains("rl.eval_levels"));
+        assert!(err("[rl]\nper_level = true\n").contains("rl.per_level"));
         let protocol = err("[env]\nprotocol = \"loose\"\n");
         assert!(protocol.contains("protocol") && protocol.contains("loose") && protocol.contains("line 2"), "{protocol}");
         assert!(err("[env]\nname = \"nethack\"\n").contains("env.name"));

@@ -23,6 +23,7 @@
 //! DIR/coldstart/, DIR/sft/        with `rl.init = "coldstart"`
 //! ```
 
+pub mod levels;
 pub mod metrics;
 pub mod score;
 pub mod update;
