@@ -54,12 +54,13 @@ bin=$(cd "$OUT" && pwd)/rlvmr.bin
 
 # The preset, made long: checkpoints every iteration, the evaluations above, no final
 # evaluation of the whole test sets (the curves are the point; `rlvmr eval` does it later),
-# one run at the preset's level even where the preset trains one per level.
+# one run at the preset's level even where the preset trains one per level (the key is
+# dropped, so a binary older than it reads the file too).
 long_config() {
     sed -e "s/^iterations = .*/iterations = $ITERATIONS/" \
         -e "s/^eval_every = .*/eval_every = $EVAL_EVERY/" \
         -e "s/^save_every = .*/save_every = 1/" \
-        -e "s/^per_level = .*/per_level = false/" \
+        -e "/^per_level = /d" \
         -e "s/^final_eval = .*/final_eval = []\neval_levels = [\"L0\", \"L2\"]\neval_episodes = $EVAL_EPISODES/" \
         "$CONFIG"
 }
