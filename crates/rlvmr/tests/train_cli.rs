@@ -9,13 +9,22 @@ use std::time::{Duration, Instant};
 
 use harness::{rlvmr, scratch, command, repo};
 
-/// The smoke preset with `iterations` iterations, written into `dir`.
-fn smoke_config(dir: &Path, iterations: usize) -> PathBuf {
-    let text = std::fs::read_to_string(repo().join("configs/smoke.toml")).unwrap();
-    let text = text.replace("iterations = 2", &format!("iterations = {iterations}"));
-    let path = dir.join("smoke.toml");
+/// The smoke preset with each `(from, to)` of `edits` applied (every `from` must be in it),
+/// written into `dir/name`.
+fn smoke_variant(dir: &Path, name: &str, edits: &[(&str, &str)]) -> PathBuf {
+    let mut text = std::fs::read_to_string(repo().join("configs/smoke.toml")).unwrap();
+    for (from, to) in edits {
+        assert!(text.contains(from), "configs/smoke.toml has no {from:?}");
+        text = text.replace(from, to);
+    }
+    let path = dir.join(name);
     std::fs::write(&path, text).unwrap();
     path
+}
+
+/// The smoke preset with `iterations` iterations, written into `dir`.
+fn smoke_config(dir: &Path, iterations: usize) -> PathBuf {
+    smoke_variant(dir, "smoke.toml", &[("iterations = 2", &format!("iterations = {iterations}"))])
 }
 
 fn json_lines(path: &Path) -> Vec<serde_json::Value> {
@@ -74,14 +83,16 @@ fn task_types(lines: &[serde_json::Value]) -> std::collections::BTreeSet<String>
 /// expert needs more than the preset's 6 for every type), no evaluation during RL and no
 /// final evaluation: everything it writes comes before the test.
 fn protocol_run(dir: &Path, protocol: &str) -> (PathBuf, String) {
-    let text = std::fs::read_to_string(repo().join("configs/smoke.toml")).unwrap();
-    let text = text
-        .replace("episodes = 20", "episodes = 40")
-        .replace("max_steps = 6", "max_steps = 30")
-        .replace("eval_every = 2", "eval_every = 0")
-        .replace("final_eval = [\"L2\"]", "final_eval = []");
-    let config = dir.join("smoke.toml");
-    std::fs::write(&config, text).unwrap();
+    let config = smoke_variant(
+        dir,
+        "smoke.toml",
+        &[
+            ("episodes = 20", "episodes = 40"),
+            ("max_steps = 6", "max_steps = 30"),
+            ("eval_every = 2", "eval_every = 0"),
+            ("final_eval = [\"L2\"]", "final_eval = []"),
+        ],
+    );
     let out = dir.join(protocol);
     let (code, stdout, err) = rlvmr(&[
         "train", "--config", config.to_str().unwrap(), "--protocol", protocol, "--out", out.to_str().unwrap(),
@@ -143,15 +154,16 @@ fn under_strict_no_file_written_before_the_test_mentions_a_cool_or_pick_two_game
 /// The smoke preset as a per-level job (`rl.per_level`): one RL iteration per run, the
 /// final evaluations on 3 seeded draws per level.
 fn per_level_config(dir: &Path) -> PathBuf {
-    let text = std::fs::read_to_string(repo().join("configs/smoke.toml")).unwrap();
-    let text = text
-        .replace("iterations = 2", "iterations = 1")
-        .replace("eval_every = 2", "eval_every = 0")
-        .replace("temperature = 0.4", "temperature = 0.4\nepisodes = 3")
-        .replace("final_eval = [\"L2\"]", "final_eval = [\"L0\", \"L1\", \"L2\"]\nper_level = true");
-    let path = dir.join("per-level.toml");
-    std::fs::write(&path, text).unwrap();
-    path
+    smoke_variant(
+        dir,
+        "per-level.toml",
+        &[
+            ("iterations = 2", "iterations = 1"),
+            ("eval_every = 2", "eval_every = 0"),
+            ("temperature = 0.4", "temperature = 0.4\nepisodes = 3"),
+            ("final_eval = [\"L2\"]", "final_eval = [\"L0\", \"L1\", \"L2\"]\nper_level = true"),
+        ],
+    )
 }
 
 fn config_of(run: &Path) -> toml::Value {
