@@ -6,16 +6,18 @@
 #
 # PACK holds `rlvmr` and the policy crate's test binaries (which take their device from
 # $RLVMR_DEVICE) without debug information, as one xz archive (the binaries share most of
-# their bytes), a slice of ALFWorld's game files (the L2 test games of valid_unseen and one
-# training game in GAME_STRIDE, default 16), and the first part of the embedded SmolLM2 GGUF,
-# xz-compressed; PACK-b holds the rest of the GGUF. A first call carries PACK and runs
-# `tools/cuda/check.sh tests PACK OUT`; the next, while that machine is still warm, carries
-# PACK-b and runs `tools/cuda/check.sh train PACK OUT`.
+# their bytes), a slice of ALFWorld's game files (the test games of valid_seen and
+# valid_unseen, and one training game in GAME_STRIDE, default 32), the main job's cold start
+# (sft.jsonl.xz: configs/smollm2-gpu-main.toml's, made here by the CPU build, since the GPU
+# machine gets too few training games to make it), and the first part of the embedded
+# SmolLM2 GGUF, xz-compressed; PACK-b holds the rest of the GGUF. A first call carries PACK
+# and runs `tools/cuda/check.sh tests PACK OUT`; the next, while that machine is still warm,
+# carries PACK-b and runs `tools/cuda/check.sh train PACK OUT` or `learn`.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 pack=${1:-.gpu}
-stride=${GAME_STRIDE:-16}
-limit=$(( 62 * 1024 * 1024 ))   # below the 64 MiB a call carries, for a margin
+stride=${GAME_STRIDE:-32}
+limit=$(( 63 * 1024 * 1024 ))   # below the 64 MiB a call carries, for a margin
 rm -rf "$pack" "$pack-b"
 mkdir -p "$pack/alfworld" "$pack-b"
 staging=$(mktemp -d)
@@ -44,12 +46,16 @@ src, dst, stride = sys.argv[1], sys.argv[2], int(sys.argv[3])
 with zipfile.ZipFile(src) as zin, zipfile.ZipFile(dst, "w", zipfile.ZIP_DEFLATED) as zout:
     games = sorted({n.rsplit("/", 1)[0] for n in zin.namelist() if n.endswith("game.tw-pddl")})
     train = [g for g in games if g.split("/")[1] == "train"]
-    keep = {g for g in games if g.split("/")[1] == "valid_unseen"} | set(train[::stride])
+    keep = {g for g in games if g.split("/")[1] in ("valid_seen", "valid_unseen")} | set(train[::stride])
     for name in zin.namelist():
         if name.endswith("/") or name.rsplit("/", 1)[0] in keep:
             zout.writestr(zin.getinfo(name), zin.read(name))
     print(f"{len(keep)} games ({len(train[::stride])} of {len(train)} training games)", file=sys.stderr)
 PY
+
+ALFWORLD_DATA=$(dirname "$zip_in") cargo run --quiet --release -p rlvmr -- coldstart \
+    --config configs/smollm2-gpu-main.toml --out "$staging/coldstart" >&2
+xz -T2 -6 -c "$staging/coldstart/sft.jsonl" > "$pack/sft.jsonl.xz"
 
 gguf=${RLVMR_CACHE:-$HOME/.cache/rlvmr}/models/SmolLM2-135M-Instruct.Q4_1.gguf
 [ -f "$gguf" ] || { echo "$gguf is missing: run a command that uses the embedded model once" >&2; exit 1; }

@@ -63,6 +63,16 @@ pub fn from_env() -> Result<Device> {
     }
 }
 
+/// Matrix products of f32 on a GPU in TF32 (`true`: inputs rounded to 10-bit mantissas,
+/// f32 accumulation, as PyTorch's `allow_tf32`) or in full f32 (`false`, the default). It
+/// holds for the whole process, and has no effect on the CPU.
+pub fn set_tf32(on: bool) {
+    #[cfg(feature = "cuda")]
+    candle_core::cuda_backend::set_gemm_reduced_precision_f32(on);
+    #[cfg(not(feature = "cuda"))]
+    let _ = on;
+}
+
 fn auto() -> Device {
     if cfg!(feature = "cuda") {
         if let Ok(device) = Device::new_cuda(0) {

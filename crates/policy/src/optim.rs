@@ -7,6 +7,7 @@
 use crate::error::{PolicyError, Result};
 use crate::logprobs::{response_scores, ResponseBatch, TokenScores};
 use crate::model::Llama;
+use crate::ops::gpu;
 use crate::ops::raw::{with_slice, with_slice_mut, RawFloat};
 use rayon::prelude::*;
 use candle_core::{backprop::GradStore, DType, Tensor, Var};
@@ -132,8 +133,8 @@ impl AdamW {
     /// Apply one update with the gradients in `grads`.
     ///
     /// f32 and f64 parameters in main memory are updated by one fused pass over the raw
-    /// buffers (parameter, moments and gradient, in place); other dtypes, and parameters on a
-    /// GPU, by tensor ops.
+    /// buffers (parameter, moments and gradient, in place), f32 parameters on a GPU by one
+    /// kernel doing the same ([`crate::ops::gpu::adamw_in_place`]), other dtypes by tensor ops.
     pub fn step(&mut self, grads: &GradStore) -> Result<()> {
         for p in self.params.iter_mut() {
             let Some(g) = grads.get(p.var.as_tensor()) else {
@@ -158,6 +159,7 @@ impl AdamW {
             match dtype {
                 DType::F32 if in_main_memory => fused_update::<f32>(p, &g, &scalars)?,
                 DType::F64 if in_main_memory => fused_update::<f64>(p, &g, &scalars)?,
+                DType::F32 if gpu::serves(&g) && p.var.is_contiguous() => gpu_update(p, &g, &scalars)?,
                 _ => tensor_update(p, &g, &scalars)?,
             }
         }
@@ -253,6 +255,25 @@ fn fused_update<T: RawFloat>(p: &mut ParamState, g: &Tensor, k: &AdamWScalars) -
     Ok(())
 }
 
+/// The same update by one GPU kernel, in place (moments made on the first step).
+fn gpu_update(p: &mut ParamState, g: &Tensor, k: &AdamWScalars) -> Result<()> {
+    let zeros = || p.var.as_tensor().zeros_like();
+    let m = match p.m.take() {
+        Some(m) => m,
+        None => zeros()?,
+    };
+    let v = match p.v.take() {
+        Some(v) => v,
+        None => zeros()?,
+    };
+    let f = |x: f64| x as f32;
+    let scalars = [f(k.decay), f(k.b1), f(k.b2), f(1.0 - k.b1), f(1.0 - k.b2), f(k.inv_sqrt_bc2), f(k.eps), f(k.step_size)];
+    gpu::adamw_in_place(p.var.as_tensor(), &m, &v, g, scalars)?;
+    p.m = Some(m);
+    p.v = Some(v);
+    Ok(())
+}
+
 /// The same update with tensor ops, for dtypes and devices the fused loop does not cover.
 fn tensor_update(p: &mut ParamState, g: &Tensor, k: &AdamWScalars) -> Result<()> {
     let w = (p.var.as_tensor().detach() * k.decay)?;
@@ -291,11 +312,12 @@ fn sum_of_squares(g: &Tensor) -> Result<f64> {
     match g.dtype() {
         DType::F32 if in_main_memory => run::<f32>(&g),
         DType::F64 if in_main_memory => run::<f64>(&g),
+        DType::F32 if gpu::serves(&g) => gpu::sum_of_squares(&g),
         _ => tensor_sum_of_squares(&g),
     }
 }
 
-/// [`sum_of_squares`] by tensor ops, for other dtypes and for gradients on a GPU.
+/// [`sum_of_squares`] by tensor ops, for other dtypes.
 fn tensor_sum_of_squares(g: &Tensor) -> Result<f64> {
     Ok(g.to_dtype(DType::F64)?.sqr()?.sum_all()?.to_scalar::<f64>()?)
 }
@@ -351,13 +373,21 @@ impl Accumulator {
         }
     }
 
-    /// Add one micro-batch's gradients.
+    /// Add one micro-batch's gradients. On a GPU, f32 sums are added to in place: the first
+    /// micro-batch's gradient is copied there (a gradient may share its buffer with another
+    /// tensor of the graph), and the later ones added by one kernel each.
     pub fn add(&mut self, mut grads: GradStore) -> Result<()> {
         for var in &self.vars {
             if let Some(g) = grads.remove(var.as_tensor()) {
                 let g = g.detach();
+                let on_gpu = gpu::serves(&g) && g.is_contiguous();
                 let sum = match self.sum.remove(var.as_tensor()) {
+                    Some(s) if on_gpu && s.is_contiguous() => {
+                        gpu::add_assign(&s, &g)?;
+                        s
+                    }
                     Some(s) => (s + g)?,
+                    None if on_gpu => g.copy()?,
                     None => g,
                 };
                 self.sum.insert(var.as_tensor(), sum);
@@ -518,6 +548,47 @@ mod tests {
             assert!((x - y).abs() <= 1e-6 * x.abs().max(1.0), "fused {a:?} against tensor ops {b:?}");
         }
         assert_ne!(a, init.to_vec(), "the parameters moved");
+    }
+
+    /// One run of [`the_test_device_updates_as_the_cpu`] on `device`: three AdamW steps, each
+    /// over two accumulated micro-batches with the norm clipped; the parameter and the norms.
+    fn accumulate_clip_step(device: &Device, init: &[f32]) -> (Vec<f32>, Vec<f64>) {
+        let n = init.len();
+        let var = Var::from_slice(init, n, device).unwrap();
+        let cfg = AdamWConfig { lr: 1e-2, weight_decay: 0.1, ..AdamWConfig::default() };
+        let mut opt = AdamW::new(vec![("w".into(), var.clone())], cfg).unwrap();
+        let mut acc = Accumulator::new(&opt.vars());
+        let mut norms = Vec::new();
+        for t in 1..=3usize {
+            for micro in 0..2 {
+                let g: Vec<f32> = (0..n).map(|i| ((i * 7 + t * 2 + micro) % 31) as f32 / 13.0 - 1.1).collect();
+                let mut grads = GradStore::default();
+                grads.insert(var.as_tensor(), Tensor::from_vec(g, n, device).unwrap());
+                acc.add(grads).unwrap();
+            }
+            let mut sum = acc.take();
+            norms.push(opt.clip_grad_norm(&mut sum, 300.0).unwrap());
+            opt.step(&sum).unwrap();
+        }
+        (var.as_tensor().to_vec1::<f32>().unwrap(), norms)
+    }
+
+    /// AdamW, the accumulator and the gradient norm on the test device (`$RLVMR_DEVICE`; on a
+    /// GPU, the kernels of `crate::ops::gpu`) give the CPU's fused loops' numbers.
+    #[test]
+    fn the_test_device_updates_as_the_cpu() {
+        let device = crate::device::from_env().unwrap();
+        // More elements than one grid-stride pass of the GPU kernels covers (1024 x 256).
+        let init: Vec<f32> = (0..300_001).map(|i| ((i % 97) as f32 - 48.0) / 17.0).collect();
+        let (cpu, cpu_norms) = accumulate_clip_step(&Device::Cpu, &init);
+        let (dev, dev_norms) = accumulate_clip_step(&device, &init);
+        for (a, b) in cpu_norms.iter().zip(&dev_norms) {
+            assert!((a - b).abs() <= 1e-9 * a, "norms: CPU {cpu_norms:?}, {device:?} {dev_norms:?}");
+        }
+        assert!(cpu_norms[0] > 300.0, "the clip is exercised: {cpu_norms:?}");
+        let worst = cpu.iter().zip(&dev).map(|(a, b)| (a - b).abs() / a.abs().max(1.0)).fold(0f32, f32::max);
+        assert!(worst <= 1e-5, "parameters differ by up to {worst} (relative) on {device:?}");
+        assert_ne!(cpu, init, "the parameters moved");
     }
 
     #[test]

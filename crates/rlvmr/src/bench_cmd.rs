@@ -60,12 +60,10 @@ pub struct BenchArgs {
 
 pub fn run(a: BenchArgs) -> Result<ExitCode> {
     let device = policy::device::parse(&a.device)?;
-    #[cfg(feature = "cuda")]
-    candle_core::cuda_backend::set_gemm_reduced_precision_f32(a.tf32);
-    #[cfg(not(feature = "cuda"))]
-    if a.tf32 {
+    if a.tf32 && !cfg!(feature = "cuda") {
         anyhow::bail!("--tf32 needs a build with the cuda feature");
     }
+    policy::device::set_tf32(a.tf32);
     let options = BenchOptions {
         device,
         shape: a.shape,

@@ -115,9 +115,15 @@ pub struct ModelSection {
     /// Where the model lives while it samples and trains: `cpu`, `cuda` (GPU 0), `cuda:N`, or
     /// `auto` (the first GPU of a `cuda` build when there is one, else the CPU).
     pub device: String,
+    /// Matrix products of f32 weights on a GPU: `f32` or `tf32` (faster, PyTorch's
+    /// `allow_tf32`); no effect on the CPU.
+    pub matmul: String,
     /// Where the model is served (backend `openai`).
     pub server: ServerSection,
 }
+
+/// The precisions `[model] matmul` names.
+pub const MATMULS: [&str; 2] = ["f32", "tf32"];
 
 /// The backends `[model] backend` names.
 pub const BACKENDS: [&str; 2] = ["local", "openai"];
@@ -129,6 +135,7 @@ impl Default for ModelSection {
             path: policy::assets::DEFAULT_MODEL_NAME.into(),
             quantized_decode: false,
             device: "cpu".into(),
+            matmul: "f32".into(),
             server: ServerSection::default(),
         }
     }
@@ -153,11 +160,18 @@ impl ModelSection {
         if self.path.trim().is_empty() {
             return Err(TrainerError::value("model.path", "must name a model"));
         }
+        if !MATMULS.contains(&self.matmul.as_str()) {
+            return Err(TrainerError::value(
+                "model.matmul",
+                format!("must be f32 or tf32, got {:?}", self.matmul),
+            ));
+        }
         policy::device::check(&self.device).map_err(|e| TrainerError::value("model.device", e.to_string()))
     }
 
-    /// Opens `device`; the error names the key.
+    /// Opens `device` and sets its matrix-product precision (`matmul`); the error names the key.
     pub fn device(&self) -> Result<candle_core::Device> {
+        policy::device::set_tf32(self.matmul == "tf32");
         policy::device::parse(&self.device).map_err(|e| TrainerError::value("model.device", e.to_string()))
     }
 
@@ -1000,6 +1014,10 @@ mod tests {
         assert!(e.contains("model.device") && e.contains("\"tpu\""), "{e}");
         let cpu = RunConfig::from_toml("[model]\ndevice = \"cpu\"\n").unwrap();
         assert!(cpu.model.device().unwrap().is_cpu());
+        assert_eq!(cpu.model.matmul, "f32");
+        assert_eq!(RunConfig::from_toml("[model]\nmatmul = \"tf32\"\n").unwrap().model.matmul, "tf32");
+        let e = err("[model]\nmatmul = \"bf16\"\n");
+        assert!(e.contains("model.matmul") && e.contains("\"bf16\""), "{e}");
         // A GPU preset read by a build without CUDA says how to get one.
         match RunConfig::from_toml("[model]\ndevice = \"cuda:0\"\n") {
             Ok(_) => assert!(policy::device::check("cuda").is_ok(), "a build with CUDA"),

@@ -5,6 +5,9 @@
 //! kernel here is one. Forward only (no graph): [`crate::ops::fused::causal_attention`] puts
 //! them into its one node, and the sampling path needs no gradient.
 //!
+//! Beside them, the optimizer's kernels: AdamW in place, gradient accumulation in place and
+//! the f64 sum of squares of the gradient norm, one pass each.
+//!
 //! They run only in a build with the `cuda` feature, on f32 tensors of a CUDA device
 //! ([`serves`]); the CPU runs `crate::ops::fused`'s kernels. On a GPU, `rlvmr bench-policy`'s
 //! `check` phase holds the log-probs and gradients they give to the CPU's.
@@ -48,6 +51,54 @@ pub fn softmax_backward(y: &Tensor, g: &Tensor, scale: f64) -> Result<Tensor> {
         return Err(PolicyError::Input(format!("softmax_backward: y {:?}, g {:?}", y.dims(), g.dims())));
     }
     Ok(y.contiguous()?.apply_op2_no_bwd(&g.contiguous()?, &SoftmaxBackward { scale: scale as f32 })?)
+}
+
+/// Checks that `tensors` are contiguous f32 on a CUDA device with the same number of
+/// elements, which it returns; the error names `op` and what was wrong.
+fn flat_operands(op: &str, tensors: &[(&str, &Tensor)]) -> Result<usize> {
+    let n = tensors[0].1.elem_count();
+    for (name, x) in tensors {
+        if !serves(x) || !x.is_contiguous() || x.elem_count() != n {
+            return Err(PolicyError::Input(format!(
+                "{op}: {name} {:?} ({:?} on {:?}, contiguous: {}) beside {n} elements",
+                x.dims(),
+                x.dtype(),
+                x.device().location(),
+                x.is_contiguous()
+            )));
+        }
+    }
+    Ok(n)
+}
+
+/// AdamW's update of one f32 parameter in place, as the CPU's fused loop: `p` (the
+/// parameter), `m` and `v` (its moments) are written, `g` is read. `k`: `1 - lr * wd`, `b1`,
+/// `b2`, `1 - b1`, `1 - b2`, `1 / sqrt(1 - b2^t)`, `eps`, `lr / (1 - b1^t)`.
+pub fn adamw_in_place(p: &Tensor, m: &Tensor, v: &Tensor, g: &Tensor, k: [f32; 8]) -> Result<()> {
+    flat_operands("adamw_in_place", &[("parameter", p), ("exp_avg", m), ("exp_avg_sq", v), ("gradient", g)])?;
+    #[cfg(feature = "cuda")]
+    return Ok(cuda::adamw(p, m, v, g, k)?);
+    #[cfg(not(feature = "cuda"))]
+    Err(PolicyError::Input(format!("adamw_in_place: a GPU kernel ({k:?})")))
+}
+
+/// `dst += src` in place (the same number of f32 elements, both contiguous).
+pub fn add_assign(dst: &Tensor, src: &Tensor) -> Result<()> {
+    flat_operands("add_assign", &[("dst", dst), ("src", src)])?;
+    #[cfg(feature = "cuda")]
+    return Ok(cuda::add_assign(dst, src)?);
+    #[cfg(not(feature = "cuda"))]
+    Err(PolicyError::Input("add_assign: a GPU kernel".into()))
+}
+
+/// The sum of `x`'s squares in f64: per-block partial sums on the GPU, added in order on the
+/// host (the same value every run).
+pub fn sum_of_squares(x: &Tensor) -> Result<f64> {
+    flat_operands("sum_of_squares", &[("x", x)])?;
+    #[cfg(feature = "cuda")]
+    return Ok(cuda::sum_of_squares(x)?);
+    #[cfg(not(feature = "cuda"))]
+    Err(PolicyError::Input("sum_of_squares: a GPU kernel".into()))
 }
 
 // The fields are read by the CUDA launches alone.
@@ -105,7 +156,7 @@ mod cuda {
     use super::MaskedSoftmax;
     use candle_core::cuda_backend::cudarc::driver::{CudaView, LaunchConfig, PushKernelArg};
     use candle_core::cuda_backend::{CudaDType, WrapErr};
-    use candle_core::{CudaStorage, Layout, Shape};
+    use candle_core::{CudaStorage, Layout, Shape, Tensor};
 
     const PTX: &str = include_str!(concat!(env!("OUT_DIR"), "/kernels.ptx"));
     const MODULE: &str = "policy-kernels";
@@ -148,6 +199,72 @@ mod cuda {
         // SAFETY: the arguments match the kernel's parameters, and `y` holds one value per input.
         unsafe { args.launch(launch_config(rows)) }.w()?;
         Ok((f32::wrap_cuda_slice(y, dev.clone()), l.shape().clone()))
+    }
+
+    /// Blocks of a grid-stride pass over `n` elements: enough to fill the GPU, no more.
+    fn flat_config(n: usize) -> LaunchConfig {
+        let blocks = n.div_ceil(THREADS as usize).clamp(1, 1024) as u32;
+        LaunchConfig { grid_dim: (blocks, 1, 1), block_dim: (THREADS, 1, 1), shared_mem_bytes: 0 }
+    }
+
+    /// The CUDA storage behind a read guard.
+    fn cuda_of<'a>(s: &'a candle_core::Storage) -> candle_core::Result<&'a CudaStorage> {
+        match s {
+            candle_core::Storage::Cuda(c) => Ok(c),
+            _ => candle_core::bail!("a GPU kernel's operand is not on the GPU"),
+        }
+    }
+
+    // The in-place kernels write through views taken under read guards: the GPU's memory is
+    // not Rust's, candle runs one stream per device (so launches keep their order), and the
+    // callers own the tensors written (an optimizer's parameter and moments, an
+    // accumulator's sum).
+
+    pub(super) fn adamw(p: &Tensor, m: &Tensor, v: &Tensor, g: &Tensor, k: [f32; 8]) -> candle_core::Result<()> {
+        let ((ps, pl), (ms, ml), (vs, vl), (gs, gl)) =
+            (p.storage_and_layout(), m.storage_and_layout(), v.storage_and_layout(), g.storage_and_layout());
+        let pc = cuda_of(&ps)?;
+        let (pv, mv, vv, gv) = (view(pc, pl)?, view(cuda_of(&ms)?, ml)?, view(cuda_of(&vs)?, vl)?, view(cuda_of(&gs)?, gl)?);
+        let n = pl.shape().elem_count();
+        let n64 = n as i64;
+        let func = pc.device.get_or_load_custom_func("adamw_f32", MODULE, PTX)?;
+        let mut args = func.builder();
+        args.arg(&pv).arg(&mv).arg(&vv).arg(&gv).arg(&n64);
+        for x in &k {
+            args.arg(x);
+        }
+        // SAFETY: the arguments match the kernel's parameters; the four views hold n elements.
+        unsafe { args.launch(flat_config(n)) }.w()?;
+        Ok(())
+    }
+
+    pub(super) fn add_assign(dst: &Tensor, src: &Tensor) -> candle_core::Result<()> {
+        let ((ds, dl), (ss, sl)) = (dst.storage_and_layout(), src.storage_and_layout());
+        let dc = cuda_of(&ds)?;
+        let (dv, sv) = (view(dc, dl)?, view(cuda_of(&ss)?, sl)?);
+        let n = dl.shape().elem_count();
+        let n64 = n as i64;
+        let func = dc.device.get_or_load_custom_func("add_assign_f32", MODULE, PTX)?;
+        let mut args = func.builder();
+        args.arg(&dv).arg(&sv).arg(&n64);
+        // SAFETY: as above; both views hold n elements.
+        unsafe { args.launch(flat_config(n)) }.w()?;
+        Ok(())
+    }
+
+    pub(super) fn sum_of_squares(x: &Tensor) -> candle_core::Result<f64> {
+        let (xs, xl) = x.storage_and_layout();
+        let xc = cuda_of(&xs)?;
+        let xv = view(xc, xl)?;
+        let n = xl.shape().elem_count();
+        let (n64, config) = (n as i64, flat_config(n));
+        let partial = unsafe { xc.device.alloc::<f64>(config.grid_dim.0 as usize)? };
+        let func = xc.device.get_or_load_custom_func("sum_squares_f32", MODULE, PTX)?;
+        let mut args = func.builder();
+        args.arg(&xv).arg(&n64).arg(&partial);
+        // SAFETY: as above; `partial` holds one value per block.
+        unsafe { args.launch(config) }.w()?;
+        Ok(xc.device.clone_dtoh(&partial)?.iter().sum())
     }
 
     pub(super) fn softmax_backward(

@@ -67,3 +67,49 @@ extern "C" __global__ void softmax_backward_f32(const float* __restrict__ y, con
     d = block_reduce(d, false);
     for (int j = threadIdx.x; j < width; j += blockDim.x) dx[off + j] = scale * y[off + j] * (g[off + j] - d);
 }
+
+// The optimizer's kernels (policy::optim on a GPU): one pass over n contiguous f32 elements
+// each, grid-stride, in place, instead of a dozen candle ops with a fresh tensor apiece.
+
+// AdamW in place, as the CPU's fused loop (policy::optim::fused_update): k holds decay
+// (1 - lr * wd), b1, b2, 1 - b1, 1 - b2, 1 / sqrt(1 - b2^t), eps and lr / (1 - b1^t).
+extern "C" __global__ void adamw_f32(float* __restrict__ p, float* __restrict__ m, float* __restrict__ v,
+                                     const float* __restrict__ g, long long n, float decay, float b1,
+                                     float b2, float one_b1, float one_b2, float inv_sqrt_bc2, float eps,
+                                     float step_size) {
+    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
+        const float gi = g[i];
+        const float mi = m[i] * b1 + gi * one_b1;
+        const float vi = v[i] * b2 + gi * gi * one_b2;
+        const float denom = sqrtf(vi) * inv_sqrt_bc2 + eps;
+        p[i] = p[i] * decay - mi / denom * step_size;
+        m[i] = mi;
+        v[i] = vi;
+    }
+}
+
+// dst += src (gradient accumulation over micro-batches).
+extern "C" __global__ void add_assign_f32(float* __restrict__ dst, const float* __restrict__ src, long long n) {
+    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x)
+        dst[i] += src[i];
+}
+
+// partial[block] = the sum of x^2 over the elements the block visits, in f64 (the gradient
+// norm); the host adds the partials in order, so the norm does not depend on timing.
+extern "C" __global__ void sum_squares_f32(const float* __restrict__ x, long long n, double* __restrict__ partial) {
+    __shared__ double warp_sums[32];
+    double s = 0.0;
+    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
+        const double xi = x[i];
+        s += xi * xi;
+    }
+    for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = (blockDim.x + 31) >> 5;
+    if (lane == 0) warp_sums[warp] = s;
+    __syncthreads();
+    if (warp == 0) {
+        s = lane < warps ? warp_sums[lane] : 0.0;
+        for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+        if (lane == 0) partial[blockIdx.x] = s;
+    }
+}
