@@ -550,45 +550,77 @@ mod tests {
         assert_ne!(a, init.to_vec(), "the parameters moved");
     }
 
+    const STEPS: usize = 3;
+    const MAX_NORM: f64 = 300.0;
+
+    /// The gradient of micro-batch `micro` of step `t` at element `i`.
+    fn micro_grad(t: usize, micro: usize, i: usize) -> f32 {
+        ((i * 7 + t * 2 + micro) % 31) as f32 / 13.0 - 1.1
+    }
+
     /// One run of [`the_test_device_updates_as_the_cpu`] on `device`: three AdamW steps, each
     /// over two accumulated micro-batches with the norm clipped; the parameter and the norms.
-    fn accumulate_clip_step(device: &Device, init: &[f32]) -> (Vec<f32>, Vec<f64>) {
+    fn accumulate_clip_step(device: &Device, init: &[f32], cfg: &AdamWConfig) -> (Vec<f32>, Vec<f64>) {
         let n = init.len();
         let var = Var::from_slice(init, n, device).unwrap();
-        let cfg = AdamWConfig { lr: 1e-2, weight_decay: 0.1, ..AdamWConfig::default() };
-        let mut opt = AdamW::new(vec![("w".into(), var.clone())], cfg).unwrap();
+        let mut opt = AdamW::new(vec![("w".into(), var.clone())], cfg.clone()).unwrap();
         let mut acc = Accumulator::new(&opt.vars());
         let mut norms = Vec::new();
-        for t in 1..=3usize {
+        for t in 1..=STEPS {
             for micro in 0..2 {
-                let g: Vec<f32> = (0..n).map(|i| ((i * 7 + t * 2 + micro) % 31) as f32 / 13.0 - 1.1).collect();
+                let g: Vec<f32> = (0..n).map(|i| micro_grad(t, micro, i)).collect();
                 let mut grads = GradStore::default();
                 grads.insert(var.as_tensor(), Tensor::from_vec(g, n, device).unwrap());
                 acc.add(grads).unwrap();
             }
             let mut sum = acc.take();
-            norms.push(opt.clip_grad_norm(&mut sum, 300.0).unwrap());
+            norms.push(opt.clip_grad_norm(&mut sum, MAX_NORM).unwrap());
             opt.step(&sum).unwrap();
         }
         (var.as_tensor().to_vec1::<f32>().unwrap(), norms)
     }
 
+    /// The same three steps written out in f64, element by element (PyTorch's formulas).
+    fn reference_steps(init: &[f32], cfg: &AdamWConfig) -> (Vec<f64>, Vec<f64>) {
+        let mut w: Vec<f64> = init.iter().map(|&x| x as f64).collect();
+        let (mut m, mut v) = (vec![0f64; w.len()], vec![0f64; w.len()]);
+        let mut norms = Vec::new();
+        for t in 1..=STEPS {
+            // The micro-batches' sum in f32, as the accumulator keeps it.
+            let g: Vec<f64> = (0..w.len()).map(|i| (micro_grad(t, 0, i) + micro_grad(t, 1, i)) as f64).collect();
+            let norm = g.iter().map(|x| x * x).sum::<f64>().sqrt();
+            let coef = (MAX_NORM / (norm + 1e-6)).min(1.0);
+            norms.push(norm);
+            let (bc1, bc2) = (1.0 - cfg.beta1.powi(t as i32), 1.0 - cfg.beta2.powi(t as i32));
+            for i in 0..w.len() {
+                let gi = g[i] * coef;
+                m[i] = cfg.beta1 * m[i] + (1.0 - cfg.beta1) * gi;
+                v[i] = cfg.beta2 * v[i] + (1.0 - cfg.beta2) * gi * gi;
+                w[i] = w[i] * (1.0 - cfg.lr * cfg.weight_decay) - cfg.lr / bc1 * m[i] / ((v[i] / bc2).sqrt() + cfg.eps);
+            }
+        }
+        (w, norms)
+    }
+
     /// AdamW, the accumulator and the gradient norm on the test device (`$RLVMR_DEVICE`; on a
-    /// GPU, the kernels of `crate::ops::gpu`) give the CPU's fused loops' numbers.
+    /// GPU, the kernels of `crate::ops::gpu`) and on the CPU give the f64 reference's numbers,
+    /// and each other's.
     #[test]
     fn the_test_device_updates_as_the_cpu() {
         let device = crate::device::from_env().unwrap();
+        let cfg = AdamWConfig { lr: 1e-2, weight_decay: 0.1, ..AdamWConfig::default() };
         // More elements than one grid-stride pass of the GPU kernels covers (1024 x 256).
         let init: Vec<f32> = (0..300_001).map(|i| ((i % 97) as f32 - 48.0) / 17.0).collect();
-        let (cpu, cpu_norms) = accumulate_clip_step(&Device::Cpu, &init);
-        let (dev, dev_norms) = accumulate_clip_step(&device, &init);
-        for (a, b) in cpu_norms.iter().zip(&dev_norms) {
-            assert!((a - b).abs() <= 1e-9 * a, "norms: CPU {cpu_norms:?}, {device:?} {dev_norms:?}");
+        let (want, want_norms) = reference_steps(&init, &cfg);
+        assert!(want_norms[0] > MAX_NORM, "the clip is exercised: {want_norms:?}");
+        for dev in [Device::Cpu, device] {
+            let (got, norms) = accumulate_clip_step(&dev, &init, &cfg);
+            for (a, b) in want_norms.iter().zip(&norms) {
+                assert!((a - b).abs() <= 1e-9 * a, "norms on {dev:?}: {norms:?}, reference {want_norms:?}");
+            }
+            let worst = want.iter().zip(&got).map(|(a, &b)| (a - b as f64).abs() / a.abs().max(1.0)).fold(0f64, f64::max);
+            assert!(worst <= 1e-5, "parameters on {dev:?} differ from the reference by up to {worst} (relative)");
         }
-        assert!(cpu_norms[0] > 300.0, "the clip is exercised: {cpu_norms:?}");
-        let worst = cpu.iter().zip(&dev).map(|(a, b)| (a - b).abs() / a.abs().max(1.0)).fold(0f32, f32::max);
-        assert!(worst <= 1e-5, "parameters differ by up to {worst} (relative) on {device:?}");
-        assert_ne!(cpu, init, "the parameters moved");
     }
 
     #[test]
