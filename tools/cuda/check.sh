@@ -64,6 +64,15 @@ run_tests() {
 # The test binaries that load the embedded SmolLM2 GGUF: `train` runs them, once it is joined.
 GGUF_TESTS="smollm2_reference hf_folder kv_cache tokenizer"
 
+# rl_config SRC DEST SED_ARGS...: SRC with no final evaluation, TASKS games (default 16) of
+# at most STEPS steps (30) an iteration, and the sed edits given.
+rl_config() {
+    local src=$1 dest=$2
+    shift 2
+    sed -e 's/^final_eval = .*/final_eval = []/' -e "s/^tasks_per_iter = .*/tasks_per_iter = ${TASKS:-16}/" \
+        -e "s/^max_steps = .*/max_steps = ${STEPS:-30}/" "$@" "$src" > "$dest"
+}
+
 join_gguf() {
     cat "$pack/model.xz.part-a" "$pack-b/model.xz.part-b" | xz -dc > "$RLVMR_CACHE/models/SmolLM2-135M-Instruct.Q4_1.gguf" \
         || { echo "the GGUF's parts are not both here: PACK went with an earlier call to another machine?" | tee "$out/summary.txt"; exit 1; }
@@ -93,10 +102,7 @@ tests)
 train)
     join_gguf
     for name in $GGUF_TESTS; do run_tests "$name" 60; done
-    sed -e "s/^iterations = .*/iterations = ${ITERATIONS:-2}/" -e 's/^final_eval = .*/final_eval = []/' \
-        -e "s/^tasks_per_iter = .*/tasks_per_iter = ${TASKS:-16}/" \
-        -e "s/^max_steps = .*/max_steps = ${STEPS:-30}/" \
-        configs/smollm2-gpu.toml > "$work/smollm2-gpu.toml"
+    rl_config configs/smollm2-gpu.toml "$work/smollm2-gpu.toml" -e "s/^iterations = .*/iterations = ${ITERATIONS:-2}/"
     mem=$(memory_log smollm2-gpu-memory.csv)
     rl_run "$work/smollm2-gpu.toml" smollm2-135m-instruct "$work/smollm2-gpu" "${SECONDS_LIMIT:-420}"
     kill "$mem"
@@ -116,9 +122,7 @@ learn)
             timed "eval-$level" "${EVAL_SECONDS:-150}" "$bins/rlvmr" eval --config "$config" --split "$level" \
                 --policy "$model" --out "$work/eval-$level" ${EPISODES:+--episodes "$EPISODES"} ${STEPS:+--max-steps "$STEPS"}
         done
-        sed -e "s/^final_eval = .*/final_eval = []/" -e "s/^eval_every = .*/eval_every = 0/" \
-            -e "s/^tasks_per_iter = .*/tasks_per_iter = ${TASKS:-16}/" -e "s/^max_steps = .*/max_steps = ${STEPS:-30}/" \
-            "$config" > "$work/rl.toml"
+        rl_config "$config" "$work/rl.toml" -e "s/^eval_every = .*/eval_every = 0/"
         timed rl "${RL_SECONDS:-300}" "$bins/rlvmr" train --config "$work/rl.toml" --init "$model" \
             --iterations "${ITERATIONS:-1}" --out "$work/rl"
     fi
