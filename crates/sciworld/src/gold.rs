@@ -17,7 +17,8 @@ pub const GOLD_HEAP_MB: u32 = 1024;
 pub struct GoldOracle {
     slot: SimSlot,
     simplifications: String,
-    cache: HashMap<(usize, usize), Vec<String>>,
+    /// Per (task, variation): the gold path and the task description.
+    cache: HashMap<(usize, usize), (Vec<String>, String)>,
 }
 
 impl GoldOracle {
@@ -36,18 +37,28 @@ impl GoldOracle {
     /// The gold action sequence of a task ("boil" or "0") and variation; replayed from a reset
     /// it reaches score 100.
     pub fn gold_actions(&mut self, task: &str, variation: usize) -> Result<Vec<String>> {
+        Ok(self.generated(task, variation)?.0.clone())
+    }
+
+    /// The task description of a task and variation (as the playing simulator gives it).
+    pub fn task_description(&mut self, task: &str, variation: usize) -> Result<String> {
+        Ok(self.generated(task, variation)?.1.clone())
+    }
+
+    /// The cached gold path and description of a variation, generated on first use.
+    fn generated(&mut self, task: &str, variation: usize) -> Result<&(Vec<String>, String)> {
         let task = resolve_task(task)?;
         check_variation(&task, variation)?;
-        if let Some(actions) = self.cache.get(&(task.index, variation)) {
-            return Ok(actions.clone());
+        let key = (task.index, variation);
+        if !self.cache.contains_key(&key) {
+            let simplifications = self.simplifications.clone();
+            let generated = self.slot.with(|sim| {
+                sim.load(task.name, variation, &simplifications, true)?;
+                Ok((sim.gold_action_sequence()?, sim.task_description()?))
+            })?;
+            self.cache.insert(key, generated);
         }
-        let simplifications = self.simplifications.clone();
-        let actions = self.slot.with(|sim| {
-            sim.load(task.name, variation, &simplifications, true)?;
-            sim.gold_action_sequence()
-        })?;
-        self.cache.insert((task.index, variation), actions.clone());
-        Ok(actions)
+        Ok(&self.cache[&key])
     }
 
     /// `path` (a playable gold path of the task's variation) with objects named as the room

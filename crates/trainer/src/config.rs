@@ -79,6 +79,9 @@ pub struct EnvSection {
     /// the authors' code) or `strict` (the level's training games only). RL trains on the
     /// level's training games under both.
     pub protocol: Protocol,
+    /// ScienceWorld only: the conductivity tasks' tested object shown as `tested object`,
+    /// the name the commands use too (`SciworldProvider::alias_tested_object`).
+    pub tested_object_alias: bool,
 }
 
 impl Default for EnvSection {
@@ -90,6 +93,7 @@ impl Default for EnvSection {
             data: None,
             validity: Validity::Strict,
             protocol: Protocol::Published,
+            tested_object_alias: false,
         }
     }
 }
@@ -760,7 +764,7 @@ impl RunConfig {
 
     /// Opens the configured environment (its data included) at `level`.
     pub fn open_level(&self, level: &str) -> Result<Box<dyn EnvProvider>> {
-        open_env(&self.env.name, level, self.env.data.as_deref())
+        open_env(&self.env.name, level, self.env.data.as_deref(), self.env.tested_object_alias)
     }
 
     /// Reads, parses and validates a config file.
@@ -825,6 +829,12 @@ impl RunConfig {
             ));
         }
         positive("env.max_steps", self.env.max_steps)?;
+        if self.env.tested_object_alias && self.env.name != "sciworld" {
+            return Err(TrainerError::value(
+                "env.tested_object_alias",
+                format!("names ScienceWorld's conductivity tasks' tested object; env.name is {:?}", self.env.name),
+            ));
+        }
         self.model.validate()?;
         if self.model.path == SCRATCH_MODEL {
             self.scratch
@@ -976,6 +986,8 @@ mod tests {
         let protocol = err("[env]\nprotocol = \"loose\"\n");
         assert!(protocol.contains("protocol") && protocol.contains("loose") && protocol.contains("line 2"), "{protocol}");
         assert!(err("[env]\nname = \"nethack\"\n").contains("env.name"));
+        assert!(err("[env]\ntested_object_alias = true\n").contains("env.tested_object_alias"));
+        RunConfig::from_toml("[env]\nname = \"sciworld\"\ntested_object_alias = true\n").unwrap();
         assert!(err("[sft]\nlr = 0.0\n").contains("sft.lr"));
         assert!(err("[sft]\nwarmup_ratio = 2.0\n").contains("sft.warmup_ratio"));
         assert!(

@@ -23,25 +23,25 @@ fn types(tasks: &[TaskRef]) -> HashSet<String> {
 
 #[test]
 fn levels_split_tasks_like_the_paper() {
-    let l2 = open_env("sciworld", "L2", None).unwrap();
+    let l2 = open_env("sciworld", "L2", None, false).unwrap();
     let (train, test) = (types(&l2.train_tasks()), types(&l2.test_tasks()));
     assert_eq!((train.len(), test.len()), (19, 10));
     assert!(train.is_disjoint(&test), "L2 never trains on a held-out task");
     assert!(test.contains("find-plant") && !train.contains("find-plant"));
-    let l0 = open_env("sciworld", "L0", None).unwrap();
+    let l0 = open_env("sciworld", "L0", None, false).unwrap();
     assert_eq!(types(&l0.train_tasks()).len(), 29, "use-thermometer is unused");
-    let l1 = open_env("sciworld", "L1", None).unwrap();
+    let l1 = open_env("sciworld", "L1", None, false).unwrap();
     let (dev, test): (HashSet<_>, HashSet<_>) = (
         l0.test_tasks().into_iter().map(|t| t.game).collect(),
         l1.test_tasks().into_iter().map(|t| t.game).collect(),
     );
     assert!(dev.is_disjoint(&test), "L0 tests on dev variations, L1 on test ones");
-    assert!(open_env("sciworld", "L9", None).is_err());
+    assert!(open_env("sciworld", "L9", None, false).is_err());
 }
 
 #[test]
 fn the_protocols_choose_the_cold_starts_tasks_and_long_gold_paths_are_never_drawn() {
-    let l2 = open_env("sciworld", "L2", None).unwrap();
+    let l2 = open_env("sciworld", "L2", None, false).unwrap();
     let held_out = types(&l2.test_tasks());
     let published = types(&l2.coldstart_tasks(Protocol::Published));
     let strict = types(&l2.coldstart_tasks(Protocol::Strict));
@@ -59,7 +59,7 @@ fn the_protocols_choose_the_cold_starts_tasks_and_long_gold_paths_are_never_draw
 
 #[test]
 fn the_gold_expert_wins_and_a_random_player_plays_through_the_collector() {
-    let provider = open_env("sciworld", "L2", None).unwrap();
+    let provider = open_env("sciworld", "L2", None, false).unwrap();
     let task = provider
         .test_tasks()
         .into_iter()
@@ -113,7 +113,7 @@ fn the_gold_expert_wins_and_a_random_player_plays_through_the_collector() {
 
 #[test]
 fn cold_start_demonstrations_come_from_gold_paths_of_training_tasks() {
-    let provider = open_env("sciworld", "L2", None).unwrap();
+    let provider = open_env("sciworld", "L2", None, false).unwrap();
     let held_out = types(&provider.test_tasks());
     // Every demonstration gets a planted mistake.
     let run = coldstart(provider.as_ref(), 3, Detours::mistakes(1.0), Protocol::Strict, 3, &options(30), None).unwrap();
@@ -210,4 +210,34 @@ fn at_most_eight_simulators_run_and_a_missing_gold_path_fails_one_episode() {
 /// The task name of a `task/variation` game key.
 fn task_game_task(task: &TaskRef) -> String {
     task.game.rsplit_once('/').unwrap().0.to_string()
+}
+
+#[test]
+fn an_aliased_tested_object_is_shown_and_commanded_by_its_alias_and_the_expert_still_wins() {
+    let provider = open_env("sciworld", "L0", None, true).unwrap();
+    let task = provider
+        .test_tasks()
+        .into_iter()
+        .find(|t| t.task_type == "test-conductivity")
+        .unwrap();
+    let mut expert = provider.expert(Detours::default(), rlvmr_core::OutputStyle::Tagged).unwrap();
+    let run = collect(provider.as_ref(), expert.as_mut(), &grouped_specs(std::slice::from_ref(&task), 1, 0), &options(30)).unwrap();
+    let episode = &run.episodes[0];
+    assert!(episode.won && episode.error.is_none(), "{:?}", episode.error);
+    assert!(episode.task.contains("determine if tested object is electrically conductive"), "{}", episode.task);
+    let actions: Vec<&str> = episode.steps.iter().map(|s| s.action.as_str()).collect();
+    assert!(actions.contains(&"focus on tested object"), "{actions:?}");
+    assert!(episode.steps.iter().any(|s| s.next_observation.contains("You move the tested object")), "{actions:?}");
+    // The valid actions are shown with the alias too.
+    let pick_up = episode.steps.iter().find(|s| s.action == "pick up tested object").unwrap();
+    assert_eq!(pick_up.admissible, Some(true), "{actions:?}");
+    // The real name (what the unaliased simulator calls it) is nowhere in what the agent saw.
+    let plain = open_env("sciworld", "L0", None, false).unwrap();
+    let mut env = plain.make(&task, 0, 30).unwrap();
+    env.reset().unwrap();
+    let name = env.task().split("determine if ").nth(1).unwrap().split(" is electrically").next().unwrap().to_string();
+    assert_ne!(name, "tested object");
+    for step in &episode.steps {
+        assert!(!step.prompt.contains(&name) && !step.next_observation.contains(&name), "{name} in step {}", step.step);
+    }
 }

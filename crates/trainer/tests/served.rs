@@ -223,7 +223,7 @@ fn a_server_that_dies_mid_run_fails_episodes_not_the_run() {
 #[test]
 fn sciworld_is_played_through_a_server_too() {
     let server = FakeServer::start(|_, _| Answer::chat("<explore>Find out what is here.</explore>\n<action>look around"));
-    let provider = trainer::envs::open_env("sciworld", "L0", None).unwrap();
+    let provider = trainer::envs::open_env("sciworld", "L0", None, false).unwrap();
     let tasks = eval_tasks(provider.as_ref(), Some(1), 0);
     let mut policy = served_policy(&server.url);
     let evaluation = evaluate(provider.as_ref(), &mut policy, &tasks, "L0", &collector(2), 0).unwrap();

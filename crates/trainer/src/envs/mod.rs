@@ -21,8 +21,9 @@ pub use sciworld::SciworldProvider;
 pub const ENV_NAMES: [&str; 2] = ["alfworld", "sciworld"];
 
 /// Opens environment `env` at level `split` (`L0`, `L1`, `L2`). `data` overrides where the
-/// ALFWorld files are (see [`AlfworldData::open_default`]).
-pub fn open_env(env: &str, split: &str, data: Option<&Path>) -> Result<Box<dyn EnvProvider>> {
+/// ALFWorld files are (see [`AlfworldData::open_default`]); `alias_tested_object` is
+/// ScienceWorld's (see [`SciworldProvider::alias_tested_object`]).
+pub fn open_env(env: &str, split: &str, data: Option<&Path>, alias_tested_object: bool) -> Result<Box<dyn EnvProvider>> {
     match env {
         "alfworld" => {
             let level = Level::from_name(split).ok_or_else(|| TrainerError::UnknownSplit {
@@ -35,7 +36,7 @@ pub fn open_env(env: &str, split: &str, data: Option<&Path>) -> Result<Box<dyn E
             };
             Ok(Box::new(AlfworldProvider::new(data, level)))
         }
-        "sciworld" => Ok(Box::new(SciworldProvider::open(split)?)),
+        "sciworld" => Ok(Box::new(SciworldProvider::open(split)?.alias_tested_object(alias_tested_object))),
         other => Err(TrainerError::UnknownEnv(other.into())),
     }
 }
@@ -46,17 +47,17 @@ mod tests {
 
     #[test]
     fn bad_names_are_named() {
-        let err = open_env("sciworld", "L5", None)
+        let err = open_env("sciworld", "L5", None, false)
             .err()
             .map(|e| e.to_string())
             .unwrap_or_default();
         assert!(err.contains("L5"), "{err}");
-        let err = open_env("minecraft", "L0", None)
+        let err = open_env("minecraft", "L0", None, false)
             .err()
             .map(|e| e.to_string())
             .unwrap_or_default();
         assert!(err.contains("minecraft"), "{err}");
-        let err = open_env("alfworld", "L7", Some(Path::new("/nonexistent")))
+        let err = open_env("alfworld", "L7", Some(Path::new("/nonexistent")), false)
             .err()
             .map(|e| e.to_string())
             .unwrap_or_default();

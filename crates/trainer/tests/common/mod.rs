@@ -15,5 +15,5 @@ pub fn zip() -> PathBuf {
 }
 
 pub fn alfworld(level: &str) -> Box<dyn EnvProvider> {
-    open_env("alfworld", level, Some(&zip())).expect("the ALFWorld zip beside the repository")
+    open_env("alfworld", level, Some(&zip()), false).expect("the ALFWorld zip beside the repository")
 }

@@ -24,6 +24,7 @@ use crate::error::{Result, TrainerError};
 use crate::record::EpisodeSpec;
 use super::annotate::{plant_mistake, SciMistake, SciSituation};
 use super::game_key::parse_game;
+use crate::envs::text::rename_all;
 
 use crate::agent::annotated_reply;
 use rlvmr_core::OutputStyle;
@@ -48,6 +49,9 @@ pub struct GoldPolicy {
     give_up_at: Option<usize>,
     /// Walks become teleports ([`with_teleports`]): the simplifications allow them.
     teleport: bool,
+    /// Paths name a conductivity task's tested object by its alias, as an aliasing
+    /// environment shows it ([`super::SciworldProvider::alias_tested_object`]).
+    alias_tested_object: bool,
 }
 
 /// One episode's gold path, annotator and mistake plan.
@@ -82,6 +86,7 @@ impl GoldPolicy {
             slots: HashMap::new(),
             give_up_at: None,
             teleport,
+            alias_tested_object: false,
         })
     }
 
@@ -90,6 +95,13 @@ impl GoldPolicy {
     /// every path.
     pub fn giving_up_at(mut self, limit: Option<usize>) -> Self {
         self.give_up_at = limit;
+        self
+    }
+
+    /// Plays the paths with a conductivity task's tested object named by its alias (the
+    /// environment shows the alias and turns it back into the name).
+    pub fn alias_tested_object(mut self, alias: bool) -> Self {
+        self.alias_tested_object = alias;
         self
     }
 
@@ -185,7 +197,7 @@ impl Policy for GoldPolicy {
     }
 
     fn start_episode(&mut self, slot: usize, spec: &EpisodeSpec) -> Result<()> {
-        let path = gold_path(&mut self.oracles[0], spec, self.teleport)?;
+        let path = gold_path(&mut self.oracles[0], spec, self.teleport, self.alias_tested_object)?;
         self.start_with(slot, spec, path)
     }
 
@@ -203,7 +215,7 @@ impl Policy for GoldPolicy {
             }
         }
         let n = self.oracles.len();
-        let teleport = self.teleport;
+        let (teleport, alias) = (self.teleport, self.alias_tested_object);
         let mut paths: Vec<Option<Result<Vec<String>>>> = starts.iter().map(|_| None).collect();
         std::thread::scope(|scope| {
             let workers: Vec<_> = self
@@ -214,7 +226,7 @@ impl Policy for GoldPolicy {
                     scope.spawn(move || {
                         (k..starts.len())
                             .step_by(n)
-                            .map(|i| (i, gold_path(oracle, starts[i].1, teleport)))
+                            .map(|i| (i, gold_path(oracle, starts[i].1, teleport, alias)))
                             .collect::<Vec<_>>()
                     })
                 })
@@ -244,8 +256,9 @@ impl Policy for GoldPolicy {
 
 /// The episode's gold path as played: door openings left out, with `teleport` (the
 /// simplifications allow it) each walk through rooms made one teleport, and objects named as
-/// the room shows them where the path still wins so ([`GoldOracle::with_plain_names`]).
-fn gold_path(oracle: &mut GoldOracle, spec: &EpisodeSpec, teleport: bool) -> Result<Vec<String>> {
+/// the room shows them where the path still wins so ([`GoldOracle::with_plain_names`]), and
+/// with `alias` a conductivity task's tested object named by its alias.
+fn gold_path(oracle: &mut GoldOracle, spec: &EpisodeSpec, teleport: bool, alias: bool) -> Result<Vec<String>> {
     let (task, variation) = parse_game(&spec.task.game)?;
     let path = oracle
         .gold_actions(&task, variation)
@@ -255,7 +268,14 @@ fn gold_path(oracle: &mut GoldOracle, spec: &EpisodeSpec, teleport: bool) -> Res
     let (path, _plain) = oracle
         .with_plain_names(&task, variation, path)
         .map_err(|e| TrainerError::context(format!("plain names in the gold path of {task} {variation}"), e))?;
-    Ok(path)
+    if !alias {
+        return Ok(path);
+    }
+    let description = oracle
+        .task_description(&task, variation)
+        .map_err(|e| TrainerError::context(format!("task description of {task} {variation}"), e))?;
+    let aliases: Vec<_> = super::rename::tested_object_alias(&description).into_iter().collect();
+    Ok(path.iter().map(|action| rename_all(action, &aliases)).collect())
 }
 
 impl GoldPolicy {

@@ -14,6 +14,7 @@ use sciworld::{EnvConfig, GoldLengths, Level, Phase, SciWorldEnv, TaskVariation}
 
 use crate::agent::Policy;
 use crate::envs::provider::{Detours, EnvProvider, Protocol};
+use crate::envs::text::rename_all;
 use crate::error::{Result, TrainerError};
 use crate::record::TaskRef;
 
@@ -31,6 +32,8 @@ pub struct SciworldProvider {
     level: Level,
     config: EnvConfig,
     idle: Idle,
+    /// The conductivity tasks' tested object shown as [`rename::TESTED_OBJECT_ALIAS`].
+    alias_tested_object: bool,
 }
 
 impl SciworldProvider {
@@ -46,7 +49,19 @@ impl SciworldProvider {
             level,
             config,
             idle: Arc::new(Mutex::new(Vec::new())),
+            alias_tested_object: false,
         })
+    }
+
+    /// With `alias`, episodes of the conductivity tasks show the tested object as
+    /// [`rename::TESTED_OBJECT_ALIAS`] (`tested object`) in the task, every observation, the
+    /// room, the inventory and the valid actions, and commands naming the alias reach the
+    /// simulator with the object's name; the expert plays the same way. The test variations
+    /// test objects the training ones never name (a paper clip), and a small model does not
+    /// copy a name it has never written.
+    pub fn alias_tested_object(mut self, alias: bool) -> Self {
+        self.alias_tested_object = alias;
+        self
     }
 
     /// Simulators idle in the pool (after a collection: every one it started).
@@ -121,6 +136,7 @@ impl EnvProvider for SciworldProvider {
         Ok(Box::new(
             GoldPolicy::new(detours.mistake_fraction)?
                 .giving_up_at(detours.give_up_at)
+                .alias_tested_object(self.alias_tested_object)
                 .replying(style),
         ))
     }
@@ -147,6 +163,9 @@ impl EnvProvider for SciworldProvider {
             idle: self.idle.clone(),
             task: name,
             variation,
+            alias_tested_object: self.alias_tested_object,
+            aliases: Vec::new(),
+            shown_task: String::new(),
         }))
     }
 }
@@ -157,6 +176,11 @@ struct PooledEnv {
     idle: Idle,
     task: String,
     variation: usize,
+    alias_tested_object: bool,
+    /// This episode's (name, alias) pairs: what the agent is shown instead of a name.
+    aliases: Vec<(String, String)>,
+    /// The task description as the agent is shown it.
+    shown_task: String,
 }
 
 impl PooledEnv {
@@ -165,35 +189,73 @@ impl PooledEnv {
             .as_mut()
             .ok_or_else(|| EnvError("the simulator is gone".into()))
     }
+
+    /// `text` as the agent is shown it.
+    fn shown(&self, text: &str) -> String {
+        match self.aliases.is_empty() {
+            true => text.to_string(),
+            false => rename_all(text, &self.aliases),
+        }
+    }
+
+    /// A step's texts as the agent is shown them.
+    fn shown_step(&self, mut step: StepResult) -> StepResult {
+        if !self.aliases.is_empty() {
+            step.observation = self.shown(&step.observation);
+            if let Some(actions) = step.admissible_actions.take() {
+                step.admissible_actions = Some(actions.iter().map(|a| self.shown(a)).collect());
+            }
+        }
+        step
+    }
+
+    /// `command` with each alias the agent wrote turned back into the simulator's name.
+    fn to_simulator(&self, command: &str) -> String {
+        let names: Vec<(String, String)> =
+            self.aliases.iter().map(|(name, alias)| (alias.clone(), name.clone())).collect();
+        rename_all(command, &names)
+    }
 }
 
 impl Env for PooledEnv {
     fn reset(&mut self) -> Result<StepResult, EnvError> {
         let (task, variation) = (self.task.clone(), self.variation);
-        self.env()?
+        let step = self
+            .env()?
             .reset_to(&task, variation)
             .map(|s| s.to_step_result())
-            .map_err(|e| EnvError(e.to_string()))
+            .map_err(|e| EnvError(e.to_string()))?;
+        let description = self.env()?.task().to_string();
+        self.aliases = match self.alias_tested_object {
+            true => rename::tested_object_alias(&description).into_iter().collect(),
+            false => Vec::new(),
+        };
+        self.shown_task = self.shown(&description);
+        Ok(self.shown_step(step))
     }
 
     fn step(&mut self, command: &str) -> Result<StepResult, EnvError> {
-        self.env()?.step(command)
+        let command = self.to_simulator(command);
+        let step = self.env()?.step(&command)?;
+        Ok(self.shown_step(step))
     }
 
     fn task(&self) -> &str {
-        self.env.as_ref().map(|e| e.task()).unwrap_or("")
+        &self.shown_task
     }
 
     fn anchor(&self) -> String {
-        self.env.as_ref().map(|e| e.anchor()).unwrap_or_default()
+        self.shown(&self.env.as_ref().map(|e| e.anchor()).unwrap_or_default())
     }
 
     fn templates_and_objects(&mut self) -> Result<(Vec<String>, Vec<String>), EnvError> {
-        self.env()?.templates_and_objects()
+        let (templates, objects) = self.env()?.templates_and_objects()?;
+        Ok((templates, objects.iter().map(|o| self.shown(o)).collect()))
     }
 
     fn room_and_inventory(&mut self) -> Result<(String, String), EnvError> {
-        self.env()?.room_and_inventory()
+        let (room, inventory) = self.env()?.room_and_inventory()?;
+        Ok((self.shown(&room), self.shown(&inventory)))
     }
 }
 

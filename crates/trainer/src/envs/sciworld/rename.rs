@@ -91,12 +91,26 @@ fn species_permutation<const N: usize>(species: &[[&str; N]], rng: &mut impl Rng
     renamed
 }
 
+/// What the model is shown instead of a conductivity task's tested object under `[env]
+/// tested_object_alias` (both tasks, every variation; see [`tested_object_alias`]).
+pub const TESTED_OBJECT_ALIAS: &str = "tested object";
+
+/// The tested object of a conductivity task (its description) and [`TESTED_OBJECT_ALIAS`],
+/// the pair an aliasing environment renames; none for other tasks, a titled book, or a
+/// description that already shows the alias.
+pub fn tested_object_alias(task: &str) -> Option<(String, String)> {
+    tested_object(task)
+        .filter(|object| *object != TESTED_OBJECT_ALIAS)
+        .map(|object| (object.to_string(), TESTED_OBJECT_ALIAS.to_string()))
+}
+
 /// The renaming of a conductivity task's tested object: its name and the one to write
-/// instead, or none when the task tests no named object. An unknown substance keeps its kind
+/// instead, or none when the task tests no named object or shows it under the alias (an
+/// aliasing environment already gives every variation the same name). An unknown substance keeps its kind
 /// and gets another letter (`unknown substance B` -> `unknown substance R`); any other object
 /// gets a made-up name ([`made_up_name`]).
 fn renaming(task: &str, rng: &mut impl Rng) -> Option<(String, String)> {
-    let object = tested_object(task)?;
+    let object = tested_object(task).filter(|object| *object != TESTED_OBJECT_ALIAS)?;
     let new = match object.strip_prefix("unknown substance ") {
         Some(letter) => {
             let mut other = letter.to_string();
@@ -166,6 +180,21 @@ mod tests {
         assert_eq!(renamings(FORK, &mut ChaCha8Rng::seed_from_u64(3)).len(), 1);
         let book = "Your task is to determine if book (The Foundations of the Origin of Species) is electrically conductive.";
         assert_eq!(renaming(book, &mut rng), None);
+    }
+
+    #[test]
+    fn the_alias_names_every_tested_object_alike() {
+        assert_eq!(
+            tested_object_alias(FORK),
+            Some(("metal fork".to_string(), TESTED_OBJECT_ALIAS.to_string()))
+        );
+        assert_eq!(tested_object_alias(SUBSTANCE).unwrap().0, "unknown substance B");
+        assert_eq!(tested_object_alias("Your task is to find a(n) animal."), None);
+        let aliased = crate::envs::text::rename_all(FORK, &[tested_object_alias(FORK).unwrap()]);
+        assert!(aliased.contains("determine if tested object is") && !aliased.contains("fork"), "{aliased}");
+        // An aliased description needs no other name: no alias of the alias, no made-up name.
+        assert_eq!(tested_object_alias(&aliased), None);
+        assert!(renamings(&aliased, &mut ChaCha8Rng::seed_from_u64(0)).is_empty());
     }
 
     #[test]
