@@ -21,6 +21,11 @@ fn types(tasks: &[TaskRef]) -> HashSet<String> {
     tasks.iter().map(|t| t.task_type.clone()).collect()
 }
 
+/// The level's first test variation of `task_type`.
+fn first_test_task(provider: &dyn EnvProvider, task_type: &str) -> TaskRef {
+    provider.test_tasks().into_iter().find(|t| t.task_type == task_type).unwrap()
+}
+
 #[test]
 fn levels_split_tasks_like_the_paper() {
     let l2 = open_env("sciworld", "L2", None, false).unwrap();
@@ -60,11 +65,7 @@ fn the_protocols_choose_the_cold_starts_tasks_and_long_gold_paths_are_never_draw
 #[test]
 fn the_gold_expert_wins_and_a_random_player_plays_through_the_collector() {
     let provider = open_env("sciworld", "L2", None, false).unwrap();
-    let task = provider
-        .test_tasks()
-        .into_iter()
-        .find(|t| t.task_type == "find-plant")
-        .unwrap();
+    let task = first_test_task(provider.as_ref(), "find-plant");
     let run = collect(
         provider.as_ref(),
         &mut GoldPolicy::new(0.0).unwrap(),
@@ -215,11 +216,7 @@ fn task_game_task(task: &TaskRef) -> String {
 #[test]
 fn an_aliased_tested_object_is_shown_and_commanded_by_its_alias_and_the_expert_still_wins() {
     let provider = open_env("sciworld", "L0", None, true).unwrap();
-    let task = provider
-        .test_tasks()
-        .into_iter()
-        .find(|t| t.task_type == "test-conductivity")
-        .unwrap();
+    let task = first_test_task(provider.as_ref(), "test-conductivity");
     let mut expert = provider.expert(Detours::default(), rlvmr_core::OutputStyle::Tagged).unwrap();
     let run = collect(provider.as_ref(), expert.as_mut(), &grouped_specs(std::slice::from_ref(&task), 1, 0), &options(30)).unwrap();
     let episode = &run.episodes[0];
@@ -235,8 +232,8 @@ fn an_aliased_tested_object_is_shown_and_commanded_by_its_alias_and_the_expert_s
     let plain = open_env("sciworld", "L0", None, false).unwrap();
     let mut env = plain.make(&task, 0, 30).unwrap();
     env.reset().unwrap();
-    let name = env.task().split("determine if ").nth(1).unwrap().split(" is electrically").next().unwrap().to_string();
-    assert_ne!(name, "tested object");
+    let (name, alias) = trainer::envs::sciworld::rename::tested_object_alias(env.task()).unwrap();
+    assert_ne!(name, alias);
     for step in &episode.steps {
         assert!(!step.prompt.contains(&name) && !step.next_observation.contains(&name), "{name} in step {}", step.step);
     }

@@ -99,9 +99,7 @@ pub const TESTED_OBJECT_ALIAS: &str = "tested object";
 /// the pair an aliasing environment renames; none for other tasks, a titled book, or a
 /// description that already shows the alias.
 pub fn tested_object_alias(task: &str) -> Option<(String, String)> {
-    tested_object(task)
-        .filter(|object| *object != TESTED_OBJECT_ALIAS)
-        .map(|object| (object.to_string(), TESTED_OBJECT_ALIAS.to_string()))
+    tested_object(task).map(|object| (object.to_string(), TESTED_OBJECT_ALIAS.to_string()))
 }
 
 /// The renaming of a conductivity task's tested object: its name and the one to write
@@ -110,7 +108,7 @@ pub fn tested_object_alias(task: &str) -> Option<(String, String)> {
 /// and gets another letter (`unknown substance B` -> `unknown substance R`); any other object
 /// gets a made-up name ([`made_up_name`]).
 fn renaming(task: &str, rng: &mut impl Rng) -> Option<(String, String)> {
-    let object = tested_object(task).filter(|object| *object != TESTED_OBJECT_ALIAS)?;
+    let object = tested_object(task)?;
     let new = match object.strip_prefix("unknown substance ") {
         Some(letter) => {
             let mut other = letter.to_string();
@@ -126,11 +124,13 @@ fn renaming(task: &str, rng: &mut impl Rng) -> Option<(String, String)> {
 
 /// The object a conductivity task tests: `determine if OBJECT is electrically conductive`;
 /// none for a titled book (`book (The Foundations of the Origin of Species)`), which the
-/// commands call `book`.
+/// commands call `book`, and for [`TESTED_OBJECT_ALIAS`] (an aliasing environment's
+/// description: every variation already names its object alike).
 fn tested_object(task: &str) -> Option<&str> {
     let rest = task.split("determine if ").nth(1)?;
     let object = rest.split(" is electrically").next()?;
-    (!object.is_empty() && object.len() < rest.len() && !object.contains('(')).then_some(object)
+    let named = !object.is_empty() && object.len() < rest.len() && !object.contains('(');
+    (named && object != TESTED_OBJECT_ALIAS).then_some(object)
 }
 
 /// A material and a thing (`copper spoon`), or made-up words (`rel kusa`), half and half.
