@@ -113,11 +113,9 @@ pub fn run(args: ColdstartArgs) -> Result<ExitCode> {
             t.requests.failed
         );
     }
-    if result.episodes.len() < config.coldstart.episodes {
-        eprintln!(
-            "warning: only {} demonstrations; the cold start's training games ran out",
-            result.episodes.len()
-        );
+    let won = result.episodes.iter().filter(|e| e.won).count();
+    if won < config.coldstart.episodes {
+        eprintln!("warning: only {won} won demonstrations; the cold start's training games ran out");
     }
     let report = if result.teacher.is_some() { ",annotation.json" } else { "" };
     eprintln!(

@@ -69,11 +69,35 @@ impl GoldOracle {
     /// reaches score 100 as `path` does (tried once more without naming containers by their
     /// contents if that lost); otherwise `path` itself, and `false`.
     pub fn with_plain_names(&mut self, task: &str, variation: usize, path: Vec<String>) -> Result<(Vec<String>, bool)> {
+        self.plain_reaching(task, variation, path, 1.0)
+    }
+
+    /// The same for `opening`, the first actions of a gold path too long to play whole: the
+    /// rewritten opening is returned only if it reaches the score the opening as written
+    /// reaches (the subgoals it completes), else `opening` itself, and `false`.
+    pub fn opening_with_plain_names(&mut self, task: &str, variation: usize, opening: Vec<String>) -> Result<(Vec<String>, bool)> {
+        let task = resolve_task(task)?;
+        check_variation(&task, variation)?;
+        let simplifications = self.simplifications.clone();
+        let as_written = self.slot.with(|sim| {
+            sim.load(task.name, variation, &simplifications, false)?;
+            let mut score = 0.0;
+            for action in &opening {
+                score = sim.step(action, false)?.score;
+            }
+            Ok(score)
+        })?;
+        self.plain_reaching(task.name, variation, opening, as_written)
+    }
+
+    /// `path` rewritten with plain names if the rewrite reaches `goal` (tried with and
+    /// without naming containers by their contents), else `path` and `false`.
+    fn plain_reaching(&mut self, task: &str, variation: usize, path: Vec<String>, goal: f64) -> Result<(Vec<String>, bool)> {
         let task = resolve_task(task)?;
         check_variation(&task, variation)?;
         for carry_focus in [true, false] {
             let (plain, score) = self.replay_plain(task.name, variation, &path, carry_focus)?;
-            if score >= 1.0 {
+            if score >= goal {
                 return Ok((plain, true));
             }
         }

@@ -342,6 +342,11 @@ impl Default for EvalSection {
 pub struct ColdstartSection {
     /// Expert demonstrations to keep (the spec: about 200).
     pub episodes: usize,
+    /// Demonstrations of the opening of tasks whose expert path is too long to win in the
+    /// step limit (ScienceWorld's inclined planes, genetics, ...): its first `max_steps`
+    /// actions, not won, beside the `episodes` won ones. 0 (the default, as published):
+    /// none.
+    pub openings: usize,
     /// Share of demonstrations (seeded) with one recoverable mistake.
     pub mistake_fraction: f64,
     /// Share of ALFWorld demonstrations (seeded) whose expert searches for the heat, cool
@@ -371,6 +376,7 @@ impl Default for ColdstartSection {
     fn default() -> Self {
         ColdstartSection {
             episodes: 200,
+            openings: 0,
             mistake_fraction: 0.25,
             appliance_search: 0.0,
             rename_fraction: 0.0,

@@ -13,7 +13,7 @@ use trainer::CollectorOptions;
 fn l2_demonstrations_are_tagged_expert_wins_on_training_games_with_real_recoveries() {
     let provider = common::alfworld("L2");
     let options = CollectorOptions::default();
-    let run = coldstart(provider.as_ref(), 30, Detours::mistakes(0.5), Protocol::Strict, 7, &options, None).unwrap();
+    let run = coldstart(provider.as_ref(), 30, 0, Detours::mistakes(0.5), Protocol::Strict, 7, &options, None).unwrap();
     assert_eq!(run.episodes.len(), 30);
     for e in &run.episodes {
         assert!(e.game.starts_with("json_2.1.1/train/"), "{}", e.game);
@@ -92,19 +92,19 @@ fn l2_demonstrations_are_tagged_expert_wins_on_training_games_with_real_recoveri
     );
     let responses: BTreeSet<&str> = run.samples.iter().map(|s| s.response.as_str()).collect();
     assert!(responses.len() > run.samples.len() * 9 / 10, "reasons vary");
-    let again = coldstart(provider.as_ref(), 30, Detours::mistakes(0.5), Protocol::Strict, 7, &options, None).unwrap();
+    let again = coldstart(provider.as_ref(), 30, 0, Detours::mistakes(0.5), Protocol::Strict, 7, &options, None).unwrap();
     assert_eq!(again.samples, run.samples, "same seed, same data");
-    let other = coldstart(provider.as_ref(), 30, Detours::mistakes(0.5), Protocol::Strict, 8, &options, None).unwrap();
+    let other = coldstart(provider.as_ref(), 30, 0, Detours::mistakes(0.5), Protocol::Strict, 8, &options, None).unwrap();
     assert_ne!(other.samples, run.samples);
 }
 
 #[test]
 fn think_style_demonstrations_carry_the_same_steps_and_reasons_in_think_blocks() {
     let provider = common::alfworld("L2");
-    let tagged = coldstart(provider.as_ref(), 12, Detours::mistakes(0.5), Protocol::Strict, 3, &CollectorOptions::default(), None).unwrap();
+    let tagged = coldstart(provider.as_ref(), 12, 0, Detours::mistakes(0.5), Protocol::Strict, 3, &CollectorOptions::default(), None).unwrap();
     let mut options = CollectorOptions::default();
     options.prompt.style = rlvmr_core::PromptStyle::Think;
-    let think = coldstart(provider.as_ref(), 12, Detours::mistakes(0.5), Protocol::Strict, 3, &options, None).unwrap();
+    let think = coldstart(provider.as_ref(), 12, 0, Detours::mistakes(0.5), Protocol::Strict, 3, &options, None).unwrap();
     assert_eq!(think.samples.len(), tagged.samples.len());
     for (t, g) in think.episodes.iter().zip(&tagged.episodes) {
         assert_eq!(t.game, g.game);
@@ -131,9 +131,9 @@ fn think_style_demonstrations_carry_the_same_steps_and_reasons_in_think_blocks()
 fn demonstrations_searching_for_the_appliance_explore_with_the_object_and_stay_on_l2_types() {
     let provider = common::alfworld("L2");
     let options = CollectorOptions::default();
-    let detours = Detours { mistake_fraction: 0.0, appliance_search: 1.0, give_up_at: None };
-    let searching = coldstart(provider.as_ref(), 40, detours, Protocol::Strict, 5, &options, None).unwrap();
-    let direct = coldstart(provider.as_ref(), 40, Detours::mistakes(0.0), Protocol::Strict, 5, &options, None).unwrap();
+    let detours = Detours { mistake_fraction: 0.0, appliance_search: 1.0, give_up_at: None, cut_at: None };
+    let searching = coldstart(provider.as_ref(), 40, 0, detours, Protocol::Strict, 5, &options, None).unwrap();
+    let direct = coldstart(provider.as_ref(), 40, 0, Detours::mistakes(0.0), Protocol::Strict, 5, &options, None).unwrap();
     let mut with_appliance = 0;
     let mut tried_elsewhere = 0;
     for (s, d) in searching.episodes.iter().zip(&direct.episodes) {
@@ -168,10 +168,10 @@ fn demonstrations_searching_for_the_appliance_explore_with_the_object_and_stay_o
 #[test]
 fn lines_layout_demonstrations_are_the_same_steps_with_each_block_on_lines_of_its_own() {
     let provider = common::alfworld("L2");
-    let inline = coldstart(provider.as_ref(), 12, Detours::mistakes(0.5), Protocol::Strict, 3, &CollectorOptions::default(), None).unwrap();
+    let inline = coldstart(provider.as_ref(), 12, 0, Detours::mistakes(0.5), Protocol::Strict, 3, &CollectorOptions::default(), None).unwrap();
     let mut options = CollectorOptions::default();
     options.prompt.layout = rlvmr_core::ReplyLayout::Lines;
-    let lines = coldstart(provider.as_ref(), 12, Detours::mistakes(0.5), Protocol::Strict, 3, &options, None).unwrap();
+    let lines = coldstart(provider.as_ref(), 12, 0, Detours::mistakes(0.5), Protocol::Strict, 3, &options, None).unwrap();
     assert_eq!(lines.samples.len(), inline.samples.len());
     for (l, i) in lines.episodes.iter().zip(&inline.episodes) {
         assert_eq!(l.game, i.game);
@@ -187,4 +187,15 @@ fn lines_layout_demonstrations_are_the_same_steps_with_each_block_on_lines_of_it
     for s in &lines.samples {
         assert!(s.response.contains(">\n") && s.response.ends_with("\n</action>"), "{:?}", s.response);
     }
+}
+
+#[test]
+fn openings_need_tasks_too_long_for_the_step_limit() {
+    // Every ALFWorld expert path fits: asking for openings is a config error, before any
+    // episode is played.
+    let provider = common::alfworld("L0");
+    let error = coldstart(provider.as_ref(), 2, 3, Detours::mistakes(0.0), Protocol::Strict, 0, &CollectorOptions::default(), None)
+        .unwrap_err()
+        .to_string();
+    assert!(error.contains("coldstart.openings") && error.contains("too long"), "{error}");
 }

@@ -113,11 +113,42 @@ fn the_gold_expert_wins_and_a_random_player_plays_through_the_collector() {
 }
 
 #[test]
+fn cold_start_openings_play_long_gold_paths_up_to_the_step_limit() {
+    let provider = open_env("sciworld", "L2", None, false).unwrap();
+    let held_out = types(&provider.test_tasks());
+    let limit = 8;
+    let run = coldstart(provider.as_ref(), 1, 2, Detours::mistakes(0.0), Protocol::Strict, 5, &options(limit), None).unwrap();
+    assert_eq!(run.episodes.len(), 3);
+    let (won, openings): (Vec<_>, Vec<_>) = run.episodes.iter().partition(|e| e.won);
+    assert_eq!((won.len(), openings.len()), (1, 2));
+    assert!(won[0].steps.len() < limit);
+    for e in &openings {
+        let task = TaskRef { game: e.game.clone(), task_type: e.task_type.clone() };
+        assert!(!provider.expert_may_fit(&task, limit), "{} fits in {limit} steps", e.game);
+        assert!(!held_out.contains(&e.task_type), "{} is held out", e.task_type);
+        assert!(e.error.is_none(), "{:?}", e.error);
+        assert_eq!(e.steps.len(), limit, "{}: the opening runs to the step limit", e.game);
+        assert_eq!(e.steps[0].tag, Some(Tag::Planning));
+        // The gold path's opening: the simulator understands every action.
+        for s in &e.steps {
+            assert!(!s.next_observation.contains("No known action"), "{}: {} -> {}", e.game, s.action, s.next_observation);
+        }
+    }
+    let steps: usize = run.episodes.iter().map(|e| e.steps.len()).sum();
+    assert_eq!(run.samples.len(), steps, "no mistakes planted: every step is a sample");
+    assert!(run.summary().contains("2 openings of longer tasks"), "{}", run.summary());
+    // The same seed draws the same openings.
+    let again = coldstart(provider.as_ref(), 1, 2, Detours::mistakes(0.0), Protocol::Strict, 5, &options(limit), None).unwrap();
+    let games = |r: &trainer::coldstart::Coldstart| r.episodes.iter().map(|e| e.game.clone()).collect::<Vec<_>>();
+    assert_eq!(games(&again), games(&run));
+}
+
+#[test]
 fn cold_start_demonstrations_come_from_gold_paths_of_training_tasks() {
     let provider = open_env("sciworld", "L2", None, false).unwrap();
     let held_out = types(&provider.test_tasks());
     // Every demonstration gets a planted mistake.
-    let run = coldstart(provider.as_ref(), 3, Detours::mistakes(1.0), Protocol::Strict, 3, &options(30), None).unwrap();
+    let run = coldstart(provider.as_ref(), 3, 0, Detours::mistakes(1.0), Protocol::Strict, 3, &options(30), None).unwrap();
     assert_eq!(run.episodes.len(), 3);
     for e in &run.episodes {
         assert!(e.won && e.steps.len() < 30);

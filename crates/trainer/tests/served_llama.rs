@@ -195,7 +195,7 @@ fn llama_cpp_server_as_a_cold_start_teacher() {
         progress: false,
         ..CollectorOptions::default()
     };
-    let run = trainer::coldstart::coldstart(provider.as_ref(), 2, trainer::coldstart::Detours::mistakes(0.0), trainer::envs::Protocol::Strict, 0, &collector, Some(&teacher)).unwrap();
+    let run = trainer::coldstart::coldstart(provider.as_ref(), 2, 0, trainer::coldstart::Detours::mistakes(0.0), trainer::envs::Protocol::Strict, 0, &collector, Some(&teacher)).unwrap();
     let report = run.teacher.unwrap();
     eprintln!("{report:?}");
     let steps: usize = run.episodes.iter().map(|e| e.steps.len()).sum();

@@ -82,9 +82,9 @@ fn a_teacher_annotates_with_actions_fixed_and_rejections_fall_back() {
         progress: false,
         ..CollectorOptions::default()
     };
-    let builtin = coldstart(provider.as_ref(), 12, Detours::mistakes(0.5), Protocol::Strict, 7, &options, None).unwrap();
+    let builtin = coldstart(provider.as_ref(), 12, 0, Detours::mistakes(0.5), Protocol::Strict, 7, &options, None).unwrap();
     let teacher = teacher(&server.url);
-    let run = coldstart(provider.as_ref(), 12, Detours::mistakes(0.5), Protocol::Strict, 7, &options, Some(&teacher)).unwrap();
+    let run = coldstart(provider.as_ref(), 12, 0, Detours::mistakes(0.5), Protocol::Strict, 7, &options, Some(&teacher)).unwrap();
     let report = run.teacher.as_ref().unwrap();
 
     // Same expert trajectories, same actions; only the reasoning differs.
@@ -147,8 +147,8 @@ fn a_failed_teacher_request_keeps_the_builtin_annotation() {
         ..CollectorOptions::default()
     };
     let teacher = teacher(&server.url);
-    let run = coldstart(provider.as_ref(), 3, Detours::mistakes(0.0), Protocol::Strict, 1, &options, Some(&teacher)).unwrap();
-    let builtin = coldstart(provider.as_ref(), 3, Detours::mistakes(0.0), Protocol::Strict, 1, &options, None).unwrap();
+    let run = coldstart(provider.as_ref(), 3, 0, Detours::mistakes(0.0), Protocol::Strict, 1, &options, Some(&teacher)).unwrap();
+    let builtin = coldstart(provider.as_ref(), 3, 0, Detours::mistakes(0.0), Protocol::Strict, 1, &options, None).unwrap();
     let report = run.teacher.unwrap();
     assert_eq!(report.rejected_trajectories, 3);
     assert_eq!(report.rejections["request failed"], 3);

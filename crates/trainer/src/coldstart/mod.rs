@@ -1,7 +1,7 @@
 //! Cold-start demonstrations: expert episodes on the level's training games only (an L2
 //! run never sees cool or pick_two games), each step tagged and reasoned by the annotator,
 //! a seeded fraction with one recoverable mistake. Only won episodes shorter than the step
-//! limit are kept. Every step except the planted mistakes becomes one SFT sample: the
+//! limit are kept, and with `[coldstart] openings` the first steps of tasks too long to win. Every step except the planted mistakes becomes one SFT sample: the
 //! prompt the collector built (the same builder as RL) and the reply (tag block + action
 //! block, or with `prompt.style = "think"` a `<think>` block + action block). A mistake stays in the trajectory and shows in the next prompt's history, so the
 //! reflection that follows is learned from a real failure, but the mistake itself is never
@@ -23,7 +23,7 @@ use crate::config::RunConfig;
 use crate::envs::{EnvProvider, Protocol};
 use crate::rundir::RunDir;
 use crate::error::{Result, TrainerError};
-use crate::record::{EpisodeRecord, EpisodeSpec};
+use crate::record::{EpisodeRecord, EpisodeSpec, TaskRef};
 
 pub mod teacher;
 
@@ -68,54 +68,55 @@ fn samples_of(episode: &EpisodeRecord) -> impl Iterator<Item = SftSample> + '_ {
 
 /// Plays expert episodes on the shuffled tasks `protocol` gives the cold start
 /// ([`EnvProvider::coldstart_tasks`]) until `n` are kept (won, fewer steps than
-/// `options.max_steps`) or the tasks run out.
+/// `options.max_steps`) or the tasks run out; then, with `openings` > 0, that many
+/// demonstrations of the other tasks, those whose gold path is too long to win in
+/// `options.max_steps` ([`EnvProvider::expert_may_fit`]): the first `options.max_steps`
+/// actions of the path, not won. The published cold start keeps only won trajectories;
+/// the openings let the model see those tasks' texts (ScienceWorld's inclined planes and
+/// genetics are a third of its test games) before it plays them.
+#[allow(clippy::too_many_arguments)]
 pub fn coldstart(
     provider: &dyn EnvProvider,
     n: usize,
+    openings: usize,
     detours: Detours,
     protocol: Protocol,
     seed: u64,
     options: &CollectorOptions,
     teacher: Option<&Teacher>,
 ) -> Result<Coldstart> {
-    let mut tasks = provider.coldstart_tasks(protocol);
-    tasks.retain(|task| provider.expert_may_fit(task, options.max_steps));
-    if tasks.is_empty() {
+    let (mut fitting, long): (Vec<TaskRef>, Vec<TaskRef>) = provider
+        .coldstart_tasks(protocol)
+        .into_iter()
+        .partition(|task| provider.expert_may_fit(task, options.max_steps));
+    if fitting.is_empty() {
         return Err(TrainerError::Invalid(format!(
             "{} has no training tasks at this level",
             provider.name()
         )));
     }
-    tasks.shuffle(&mut ChaCha8Rng::seed_from_u64(seed));
+    fitting.shuffle(&mut ChaCha8Rng::seed_from_u64(seed));
+    let long = match openings {
+        0 => Vec::new(),
+        _ => shuffled_openings(provider, long, seed)?,
+    };
     // The demonstrations answer in the format the prompts ask for (`<think>` for the
-    // published baselines). One scripted player for the whole cold start (ScienceWorld's
-    // holds a gold-path JVM); it keeps nothing from one episode to the next.
+    // published baselines). One scripted player for each part of the cold start
+    // (ScienceWorld's holds a gold-path JVM); it keeps nothing from one episode to the next.
     let style = output_style(&options.prompt);
-    let detours = Detours { give_up_at: Some(options.max_steps), ..detours };
-    let mut expert = laid_out(provider.expert(detours, style)?, options.prompt.layout);
-    let mut kept = Vec::new();
-    let mut played = 0;
-    let mut not_started = 0;
-    let mut throughput = Throughput::default();
-    let mut next = 0;
-    while kept.len() < n && next < tasks.len() {
-        // A few spare episodes per round: some may fail or run long.
-        let want = (n - kept.len()) + (n - kept.len()).div_ceil(10);
-        let batch = &tasks[next..(next + want).min(tasks.len())];
-        let specs = grouped_specs(batch, 1, mix(seed, next as u64));
-        let collection = collect(provider, expert.as_mut(), &specs, options)?;
-        next += batch.len();
-        played += collection.episodes.len();
-        not_started += collection.episodes.iter().filter(|e| e.steps.is_empty() && e.error.is_some()).count();
-        add_throughput(&mut throughput, &collection.throughput);
-        kept.extend(
-            collection
-                .episodes
-                .into_iter()
-                .filter(|e| e.won && e.error.is_none() && e.steps.len() < options.max_steps),
-        );
+    let whole = Detours { give_up_at: Some(options.max_steps), ..detours };
+    let mut expert = laid_out(provider.expert(whole, style)?, options.prompt.layout);
+    let won_in_time = |e: &EpisodeRecord| e.won && e.error.is_none() && e.steps.len() < options.max_steps;
+    let mut played = play_until(provider, expert.as_mut(), &fitting, n, seed, options, won_in_time)?;
+    drop(expert);
+    if openings > 0 {
+        let cut = Detours { give_up_at: None, cut_at: Some(options.max_steps), ..detours };
+        let mut expert = laid_out(provider.expert(cut, style)?, options.prompt.layout);
+        let played_through = |e: &EpisodeRecord| e.error.is_none() && !e.steps.is_empty();
+        let opened = play_until(provider, expert.as_mut(), &long, openings, mix(seed, OPENINGS_SEED), options, played_through)?;
+        played.absorb(opened);
     }
-    kept.truncate(n);
+    let Played { mut kept, played, not_started, throughput } = played;
     let mut teacher_report = None;
     if let Some(teacher) = teacher {
         let (annotated, report) = reannotate(provider, teacher, kept, style, options)?;
@@ -132,6 +133,68 @@ pub fn coldstart(
         throughput,
         teacher: teacher_report,
     })
+}
+
+/// Mixed into the run's seed for the openings' draw and episodes.
+const OPENINGS_SEED: u64 = 0x0BE4_1465;
+
+/// The tasks too long to win, shuffled for the openings; an error if there are none.
+fn shuffled_openings(provider: &dyn EnvProvider, mut long: Vec<TaskRef>, seed: u64) -> Result<Vec<TaskRef>> {
+    if long.is_empty() {
+        return Err(TrainerError::value(
+            "coldstart.openings",
+            format!("{} has no training task too long for the step limit at this level", provider.name()),
+        ));
+    }
+    long.shuffle(&mut ChaCha8Rng::seed_from_u64(mix(seed, OPENINGS_SEED)));
+    Ok(long)
+}
+
+/// What one part of the cold start played and kept.
+#[derive(Default)]
+struct Played {
+    kept: Vec<EpisodeRecord>,
+    played: usize,
+    not_started: usize,
+    throughput: Throughput,
+}
+
+impl Played {
+    fn absorb(&mut self, other: Played) {
+        self.kept.extend(other.kept);
+        self.played += other.played;
+        self.not_started += other.not_started;
+        add_throughput(&mut self.throughput, &other.throughput);
+    }
+}
+
+/// Plays `expert` on `tasks` in order, in rounds, until `n` episodes pass `keep` or the
+/// tasks run out; the first `n` kept.
+fn play_until(
+    provider: &dyn EnvProvider,
+    expert: &mut dyn Policy,
+    tasks: &[TaskRef],
+    n: usize,
+    seed: u64,
+    options: &CollectorOptions,
+    keep: impl Fn(&EpisodeRecord) -> bool,
+) -> Result<Played> {
+    let mut result = Played::default();
+    let mut next = 0;
+    while result.kept.len() < n && next < tasks.len() {
+        // A few spare episodes per round: some may fail or run long.
+        let want = (n - result.kept.len()) + (n - result.kept.len()).div_ceil(10);
+        let batch = &tasks[next..(next + want).min(tasks.len())];
+        let specs = grouped_specs(batch, 1, mix(seed, next as u64));
+        let collection = collect(provider, expert, &specs, options)?;
+        next += batch.len();
+        result.played += collection.episodes.len();
+        result.not_started += collection.episodes.iter().filter(|e| e.steps.is_empty() && e.error.is_some()).count();
+        add_throughput(&mut result.throughput, &collection.throughput);
+        result.kept.extend(collection.episodes.into_iter().filter(|e| keep(e)));
+    }
+    result.kept.truncate(n);
+    Ok(result)
 }
 
 impl Coldstart {
@@ -162,20 +225,24 @@ impl Coldstart {
     }
 
     /// One line on what was kept: `kept K of N expert episodes (G ended before their first
-    /// step, M with a planted mistake), S steps, X SFT samples`.
+    /// step, M with a planted mistake[, O openings of longer tasks]), S steps, X SFT samples`.
     pub fn summary(&self) -> String {
         let mistakes = self
             .episodes
             .iter()
             .filter(|e| e.steps.iter().any(|s| s.mistake))
             .count();
+        let openings = match self.episodes.iter().filter(|e| !e.won).count() {
+            0 => String::new(),
+            n => format!(", {n} openings of longer tasks"),
+        };
         let steps: usize = self.episodes.iter().map(|e| e.steps.len()).sum();
         let renamed = match self.renamed {
             0 => String::new(),
             n => format!(" ({n} demonstrations with renamed objects)"),
         };
         format!(
-            "kept {} of {} expert episodes ({} ended before their first step, {} with a planted mistake), {} steps, {} SFT samples{renamed}",
+            "kept {} of {} expert episodes ({} ended before their first step, {} with a planted mistake{openings}), {} steps, {} SFT samples{renamed}",
             self.episodes.len(),
             self.played,
             self.not_started,
@@ -201,6 +268,7 @@ pub fn run(config: &RunConfig, out: &Path) -> Result<Coldstart> {
     let mut result = coldstart(
         provider.as_ref(),
         c.episodes,
+        c.openings,
         Detours {
             mistake_fraction: c.mistake_fraction,
             appliance_search: c.appliance_search,

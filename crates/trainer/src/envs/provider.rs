@@ -82,6 +82,9 @@ pub struct Detours {
     /// tell in advance (ScienceWorld's gold path is this long or longer) gives such an
     /// episode up before playing it. `None`: play every episode (evaluation).
     pub give_up_at: Option<usize>,
+    /// ScienceWorld only: a gold path longer than this is played up to this many actions
+    /// (the cold start's openings of tasks too long to win in its step limit).
+    pub cut_at: Option<usize>,
 }
 
 impl Detours {

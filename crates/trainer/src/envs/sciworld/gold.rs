@@ -47,11 +47,19 @@ pub struct GoldPolicy {
     slots: HashMap<usize, Slot>,
     /// The cold start's step limit: episodes whose gold path is this long are given up.
     give_up_at: Option<usize>,
+    paths: PathOptions,
+}
+
+/// How a gold path is made playable.
+#[derive(Debug, Clone, Copy, Default)]
+struct PathOptions {
     /// Walks become teleports ([`with_teleports`]): the simplifications allow them.
     teleport: bool,
     /// Paths name a conductivity task's tested object by its alias, as an aliasing
     /// environment shows it ([`super::SciworldProvider::alias_tested_object`]).
-    alias_tested_object: bool,
+    alias: bool,
+    /// A path longer than this is cut to its first this many actions (an opening).
+    cut_at: Option<usize>,
 }
 
 /// One episode's gold path, annotator and mistake plan.
@@ -85,8 +93,7 @@ impl GoldPolicy {
             style: OutputStyle::Tagged,
             slots: HashMap::new(),
             give_up_at: None,
-            teleport,
-            alias_tested_object: false,
+            paths: PathOptions { teleport, ..PathOptions::default() },
         })
     }
 
@@ -101,7 +108,15 @@ impl GoldPolicy {
     /// Plays the paths with a conductivity task's tested object named by its alias (the
     /// environment shows the alias and turns it back into the name).
     pub fn alias_tested_object(mut self, alias: bool) -> Self {
-        self.alias_tested_object = alias;
+        self.paths.alias = alias;
+        self
+    }
+
+    /// Plays only the first `limit` actions of a longer gold path (the cold start's
+    /// openings of tasks too long to win in its step limit; the collector ends the episode
+    /// there). `None`: whole paths.
+    pub fn cutting_at(mut self, limit: Option<usize>) -> Self {
+        self.paths.cut_at = limit;
         self
     }
 
@@ -197,7 +212,7 @@ impl Policy for GoldPolicy {
     }
 
     fn start_episode(&mut self, slot: usize, spec: &EpisodeSpec) -> Result<()> {
-        let path = gold_path(&mut self.oracles[0], spec, self.teleport, self.alias_tested_object)?;
+        let path = gold_path(&mut self.oracles[0], spec, self.paths)?;
         self.start_with(slot, spec, path)
     }
 
@@ -215,7 +230,7 @@ impl Policy for GoldPolicy {
             }
         }
         let n = self.oracles.len();
-        let (teleport, alias) = (self.teleport, self.alias_tested_object);
+        let options = self.paths;
         let mut paths: Vec<Option<Result<Vec<String>>>> = starts.iter().map(|_| None).collect();
         std::thread::scope(|scope| {
             let workers: Vec<_> = self
@@ -226,7 +241,7 @@ impl Policy for GoldPolicy {
                     scope.spawn(move || {
                         (k..starts.len())
                             .step_by(n)
-                            .map(|i| (i, gold_path(oracle, starts[i].1, teleport, alias)))
+                            .map(|i| (i, gold_path(oracle, starts[i].1, options)))
                             .collect::<Vec<_>>()
                     })
                 })
@@ -255,20 +270,29 @@ impl Policy for GoldPolicy {
 }
 
 /// The episode's gold path as played: door openings left out, with `teleport` (the
-/// simplifications allow it) each walk through rooms made one teleport, and objects named as
-/// the room shows them where the path still wins so ([`GoldOracle::with_plain_names`]), and
-/// with `alias` a conductivity task's tested object named by its alias.
-fn gold_path(oracle: &mut GoldOracle, spec: &EpisodeSpec, teleport: bool, alias: bool) -> Result<Vec<String>> {
+/// simplifications allow it) each walk through rooms made one teleport, with `cut_at` a
+/// longer path cut to its opening, objects named as the room shows them where the path
+/// still wins (an opening: still scores) so ([`GoldOracle::with_plain_names`]), and with
+/// `alias` a conductivity task's tested object named by its alias.
+fn gold_path(oracle: &mut GoldOracle, spec: &EpisodeSpec, options: PathOptions) -> Result<Vec<String>> {
     let (task, variation) = parse_game(&spec.task.game)?;
     let path = oracle
         .gold_actions(&task, variation)
         .map_err(|e| TrainerError::context(format!("gold path of {task} {variation}"), e))?;
-    let path = without_door_openings(path);
-    let path = if teleport { with_teleports(path) } else { path };
-    let (path, _plain) = oracle
-        .with_plain_names(&task, variation, path)
-        .map_err(|e| TrainerError::context(format!("plain names in the gold path of {task} {variation}"), e))?;
-    if !alias {
+    let mut path = without_door_openings(path);
+    if options.teleport {
+        path = with_teleports(path);
+    }
+    let plain = match options.cut_at.filter(|&limit| path.len() > limit) {
+        Some(limit) => {
+            path.truncate(limit);
+            oracle.opening_with_plain_names(&task, variation, path)
+        }
+        None => oracle.with_plain_names(&task, variation, path),
+    };
+    let (path, _plain) =
+        plain.map_err(|e| TrainerError::context(format!("plain names in the gold path of {task} {variation}"), e))?;
+    if !options.alias {
         return Ok(path);
     }
     let description = oracle

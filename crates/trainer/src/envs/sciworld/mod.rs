@@ -136,6 +136,7 @@ impl EnvProvider for SciworldProvider {
         Ok(Box::new(
             GoldPolicy::new(detours.mistake_fraction)?
                 .giving_up_at(detours.give_up_at)
+                .cutting_at(detours.cut_at)
                 .alias_tested_object(self.alias_tested_object)
                 .replying(style),
         ))
