@@ -69,6 +69,7 @@ impl GoldOracle {
     /// reaches score 100 as `path` does (tried once more without naming containers by their
     /// contents if that lost); otherwise `path` itself, and `false`.
     pub fn with_plain_names(&mut self, task: &str, variation: usize, path: Vec<String>) -> Result<(Vec<String>, bool)> {
+        let task = checked_task_name(task, variation)?;
         self.plain_reaching(task, variation, path, 1.0)
     }
 
@@ -76,32 +77,34 @@ impl GoldOracle {
     /// rewritten opening is returned only if it reaches the score the opening as written
     /// reaches (the subgoals it completes), else `opening` itself, and `false`.
     pub fn opening_with_plain_names(&mut self, task: &str, variation: usize, opening: Vec<String>) -> Result<(Vec<String>, bool)> {
-        let task = resolve_task(task)?;
-        check_variation(&task, variation)?;
-        let simplifications = self.simplifications.clone();
-        let as_written = self.slot.with(|sim| {
-            sim.load(task.name, variation, &simplifications, false)?;
-            let mut score = 0.0;
-            for action in &opening {
-                score = sim.step(action, false)?.score;
-            }
-            Ok(score)
-        })?;
-        self.plain_reaching(task.name, variation, opening, as_written)
+        let task = checked_task_name(task, variation)?;
+        let as_written = self.replay_as_written(task, variation, &opening)?;
+        self.plain_reaching(task, variation, opening, as_written)
     }
 
     /// `path` rewritten with plain names if the rewrite reaches `goal` (tried with and
     /// without naming containers by their contents), else `path` and `false`.
     fn plain_reaching(&mut self, task: &str, variation: usize, path: Vec<String>, goal: f64) -> Result<(Vec<String>, bool)> {
-        let task = resolve_task(task)?;
-        check_variation(&task, variation)?;
         for carry_focus in [true, false] {
-            let (plain, score) = self.replay_plain(task.name, variation, &path, carry_focus)?;
+            let (plain, score) = self.replay_plain(task, variation, &path, carry_focus)?;
             if score >= goal {
                 return Ok((plain, true));
             }
         }
         Ok((path, false))
+    }
+
+    /// The score `path` reaches played as written from a fresh load.
+    fn replay_as_written(&mut self, task: &str, variation: usize, path: &[String]) -> Result<f64> {
+        let simplifications = self.simplifications.clone();
+        self.slot.with(|sim| {
+            sim.load(task, variation, &simplifications, false)?;
+            let mut score = 0.0;
+            for action in path {
+                score = sim.step(action, false)?.score;
+            }
+            Ok(score)
+        })
     }
 
     /// `path` played with plain names, and the score it reached.
@@ -153,6 +156,13 @@ pub struct GoldCheck {
     /// Official score after the last action.
     pub score: i64,
     pub done: bool,
+}
+
+/// The simulator's name of a task ("boil" or "0"), if the variation is one of its own.
+fn checked_task_name(task: &str, variation: usize) -> Result<&'static str> {
+    let task = resolve_task(task)?;
+    check_variation(&task, variation)?;
+    Ok(task.name)
 }
 
 /// Generate the gold path in `oracle` and replay it in `env` from a reset.

@@ -136,6 +136,7 @@ fn cold_start_openings_play_long_gold_paths_up_to_the_step_limit() {
     }
     let steps: usize = run.episodes.iter().map(|e| e.steps.len()).sum();
     assert_eq!(run.samples.len(), steps, "no mistakes planted: every step is a sample");
+    assert_eq!(run.openings, 2);
     assert!(run.summary().contains("2 openings of longer tasks"), "{}", run.summary());
     // The same seed draws the same openings.
     let again = coldstart(provider.as_ref(), 1, 2, Detours::mistakes(0.0), Protocol::Strict, 5, &options(limit), None).unwrap();

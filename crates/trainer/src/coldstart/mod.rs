@@ -56,6 +56,9 @@ pub struct Coldstart {
     /// Demonstrations whose samples call objects by other names
     /// ([`Coldstart::rename_objects`]).
     pub renamed: usize,
+    /// Of the kept, the openings of tasks too long to win (the last ones); a few of them
+    /// may have won on their last step.
+    pub openings: usize,
 }
 
 /// An episode's SFT samples: every step but the planted mistakes.
@@ -109,11 +112,13 @@ pub fn coldstart(
     let won_in_time = |e: &EpisodeRecord| e.won && e.error.is_none() && e.steps.len() < options.max_steps;
     let mut played = play_until(provider, expert.as_mut(), &fitting, n, seed, options, won_in_time)?;
     drop(expert);
+    let mut opened_kept = 0;
     if openings > 0 {
         let cut = Detours { give_up_at: None, cut_at: Some(options.max_steps), ..detours };
         let mut expert = laid_out(provider.expert(cut, style)?, options.prompt.layout);
         let played_through = |e: &EpisodeRecord| e.error.is_none() && !e.steps.is_empty();
         let opened = play_until(provider, expert.as_mut(), &long, openings, mix(seed, OPENINGS_SEED), options, played_through)?;
+        opened_kept = opened.kept.len();
         played.absorb(opened);
     }
     let Played { mut kept, played, not_started, throughput } = played;
@@ -128,6 +133,7 @@ pub fn coldstart(
         episodes: kept,
         samples,
         renamed: 0,
+        openings: opened_kept,
         played,
         not_started,
         throughput,
@@ -232,7 +238,7 @@ impl Coldstart {
             .iter()
             .filter(|e| e.steps.iter().any(|s| s.mistake))
             .count();
-        let openings = match self.episodes.iter().filter(|e| !e.won).count() {
+        let openings = match self.openings {
             0 => String::new(),
             n => format!(", {n} openings of longer tasks"),
         };
