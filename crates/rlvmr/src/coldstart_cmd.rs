@@ -113,7 +113,7 @@ pub fn run(args: ColdstartArgs) -> Result<ExitCode> {
             t.requests.failed
         );
     }
-    let won = result.episodes.iter().filter(|e| e.won).count();
+    let won = result.episodes.len() - result.openings;
     if won < config.coldstart.episodes {
         eprintln!("warning: only {won} won demonstrations; the cold start's training games ran out");
     }
