@@ -1,0 +1,74 @@
+//! tools/sciworld_circuits.py on evaluations written by hand: what it counts, and a bad line
+//! named by file and line.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn circuits(files: &[&Path]) -> Output {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    Command::new("python3")
+        .arg(root.join("tools/sciworld_circuits.py"))
+        .args(files)
+        .output()
+        .expect("python3 runs tools/sciworld_circuits.py")
+}
+
+fn step(action: &str, feedback: &str) -> serde_json::Value {
+    serde_json::json!({ "action": action, "next_observation": feedback })
+}
+
+fn episode(task_type: &str, won: bool, steps: Vec<serde_json::Value>) -> String {
+    serde_json::json!({ "task_type": task_type, "won": won, "steps": steps }).to_string()
+}
+
+fn scratch(name: &str, lines: &[String]) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("rlvmr-circuits-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join(name);
+    std::fs::write(&path, lines.join("\n") + "\n").unwrap();
+    path
+}
+
+#[test]
+fn whole_circuits_and_carried_out_connects_are_counted() {
+    let connected = |a: &str, b: &str| format!("{a} is now connected to {b}");
+    let whole = vec![
+        step("connect battery anode to black wire terminal 1", &connected("anode on battery", "terminal 1 on black wire")),
+        step("connect battery cathode to red wire terminal 1", &connected("cathode on battery", "terminal 1 on red wire")),
+        step("connect black wire terminal 2 to cathode in buzzer", &connected("terminal 2 on black wire", "cathode on electric buzzer")),
+        step("connect yellow wire terminal 2 to anode in buzzer", &connected("terminal 2 on yellow wire", "anode on electric buzzer")),
+        step("connect tested object terminal 1 to red wire terminal 2", &connected("terminal 1 on tested object", "terminal 2 on red wire")),
+        step("connect tested object terminal 2 to yellow wire terminal 1", &connected("terminal 2 on tested object", "terminal 1 on yellow wire")),
+        step("look around", "a electric buzzer, which is on"),
+        step("move tested object to green box", "You move the tested object to the green box."),
+    ];
+    let open = vec![
+        step("connect battery anode to orange wire terminal 1", "No known action matches that input."),
+        step("connect battery cathode to red wire terminal 1", &connected("cathode on battery", "terminal 1 on red wire")),
+        step("move tested object to blue box", "You move the tested object to the blue box."),
+    ];
+    let file = scratch(
+        "eval.jsonl",
+        &[
+            episode("test-conductivity", true, whole),
+            episode("test-conductivity-of-unknown-substances", true, open),
+            episode("find-animal", true, vec![step("connect a to b", "x is now connected to y")]),
+        ],
+    );
+    let out = circuits(&[&file]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let table = String::from_utf8(out.stdout).unwrap();
+    let row = table.lines().last().unwrap();
+    // 2 episodes, both wire, 7 of 8 connects carried out, 1 whole, 1 with the part on, 2 won,
+    // 1 won with a whole circuit.
+    assert!(row.ends_with("| 2 | 2 | 88% of 8 | 1 | 1 | 2 | 1 |"), "{table}");
+}
+
+#[test]
+fn a_bad_line_is_named_by_file_and_line() {
+    let file = scratch("bad.jsonl", &[episode("test-conductivity", false, vec![]), "{not json".to_string()]);
+    let out = circuits(&[&file]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains(&format!("{}:2:", file.display())), "{err}");
+}
