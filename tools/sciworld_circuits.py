@@ -12,9 +12,10 @@ the tested object's two terminals each connected to a wire), those where the pow
 was ever on, and the wins among all and among the whole circuits. Prints a Markdown table,
 one row per file.
 """
-import json
 import re
 import sys
+
+from trajectories import episodes, print_table
 
 TASKS = ("test-conductivity", "test-conductivity-of-unknown-substances")
 CONNECTED = re.compile(r"^(.*?) is now connected to (.*?)$")
@@ -38,15 +39,7 @@ def circuit_is_whole(connected):
 
 def row(path):
     counts = dict(episodes=0, wiring=0, played=0, done=0, whole=0, on=0, won=0, won_whole=0)
-    try:
-        lines = open(path).read().splitlines()
-    except OSError as e:
-        sys.exit(f"{path}: {e}")
-    for number, line in enumerate(lines, 1):
-        try:
-            episode = json.loads(line)
-        except json.JSONDecodeError as e:
-            sys.exit(f"{path}:{number}: {e}")
+    for episode in episodes(path):
         if episode.get("task_type") not in TASKS:
             continue
         counts["episodes"] += 1
@@ -72,15 +65,15 @@ def row(path):
     return counts
 
 
+def cells(path):
+    c = row(path)
+    share = f"{100 * c['done'] / c['played']:.0f}% of {c['played']}" if c["played"] else "-"
+    return [str(c[key]) for key in ("episodes", "wiring")] + [share] + [str(c[key]) for key in ("whole", "on", "won", "won_whole")]
+
+
 def main(argv):
-    if len(argv) < 2:
-        sys.exit(__doc__)
-    print("| trajectories | episodes | wiring | connects carried out | whole circuit | part on | won | won with a whole circuit |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|")
-    for path in argv[1:]:
-        c = row(path)
-        share = f"{100 * c['done'] / c['played']:.0f}% of {c['played']}" if c["played"] else "-"
-        print(f"| {path} | {c['episodes']} | {c['wiring']} | {share} | {c['whole']} | {c['on']} | {c['won']} | {c['won_whole']} |")
+    columns = ["episodes", "wiring", "connects carried out", "whole circuit", "part on", "won", "won with a whole circuit"]
+    print_table(argv, __doc__, columns, cells)
 
 
 if __name__ == "__main__":

@@ -207,6 +207,25 @@ pub struct PromptConfig {
     /// one line, see [`crate::scene`]) instead of the action templates and objects; history
     /// lines then name a room description's room only. Default: false.
     pub room: bool,
+    /// Where compact prompts show the task: on the first line (default), before the
+    /// current observation, or last. See [`TaskLine`].
+    pub task_line: TaskLine,
+}
+
+/// Where a compact prompt shows the task. A small model copies names (a box's colour, a
+/// room) from the lines nearest its reply far more often than from the prompt's first line,
+/// and the room's objects (an animal, a wire) from the room line: `before_now` puts the task
+/// after the history and the plan, just before the observation, the room and the inventory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TaskLine {
+    /// `Text science game. Task: ...` as the first line.
+    #[default]
+    First,
+    /// After the plan, before `Now:`.
+    BeforeNow,
+    /// The last line, after the room and inventory.
+    Last,
 }
 
 impl PromptConfig {
@@ -235,6 +254,7 @@ impl Default for PromptConfig {
             instructions: true,
             layout: ReplyLayout::Inline,
             room: false,
+            task_line: TaskLine::First,
         }
     }
 }
@@ -535,9 +555,11 @@ fn render_compact(cfg: &PromptConfig, input: &PromptInput, out: &mut String) {
         PromptEnv::AlfWorld => "Text household game.",
         PromptEnv::ScienceWorld => "Text science game.",
     });
-    out.push_str(" Task: ");
-    out.push_str(or_none(input.task.trim()));
-    out.push('\n');
+    if cfg.task_line == TaskLine::First {
+        push_task_compact(input, " ", out);
+    } else {
+        out.push('\n');
+    }
     if tagged && cfg.instructions {
         out.push_str(TAGS_COMPACT);
         out.push('\n');
@@ -582,6 +604,9 @@ fn render_compact(cfg: &PromptConfig, input: &PromptInput, out: &mut String) {
         out.push_str(plan_text(input.plan));
         out.push('\n');
     }
+    if cfg.task_line == TaskLine::BeforeNow {
+        push_task_compact(input, "", out);
+    }
     out.push_str("Now: ");
     if room_view(cfg) && scene::is_room(input.observation) {
         out.push_str(&scene::compact_room(input.observation));
@@ -603,6 +628,9 @@ fn render_compact(cfg: &PromptConfig, input: &PromptInput, out: &mut String) {
         push_joined(out, admissible(cfg, input), ", ");
         out.push('\n');
     }
+    if cfg.task_line == TaskLine::Last {
+        push_task_compact(input, "", out);
+    }
     if cfg.env == PromptEnv::ScienceWorld && (cfg.instructions || !cfg.room) {
         out.push_str("Focus only on what the task names.\n");
     }
@@ -610,6 +638,14 @@ fn render_compact(cfg: &PromptConfig, input: &PromptInput, out: &mut String) {
     if cfg.instructions {
         push_format_compact(cfg, input, out);
     }
+}
+
+/// The compact prompt's task line, after `before`.
+fn push_task_compact(input: &PromptInput, before: &str, out: &mut String) {
+    out.push_str(before);
+    out.push_str("Task: ");
+    out.push_str(or_none(input.task.trim()));
+    out.push('\n');
 }
 
 /// ScienceWorld's room (unless the current observation already is its description) and
@@ -1168,6 +1204,7 @@ mod tests {
                                         instructions: step % 2 == 0,
                                         layout: if compact { ReplyLayout::Lines } else { ReplyLayout::Inline },
                                         room: step % 3 == 0,
+                                        task_line: [TaskLine::First, TaskLine::BeforeNow, TaskLine::Last][step % 3],
                                     };
                                     let input = PromptInput {
                                         task: "",

@@ -5,7 +5,7 @@
 
 use rlvmr_core::prompt::{
     carried_plan, render, HistoryEntry, HistoryWindow, PromptConfig, PromptEnv, PromptInput,
-    PromptStyle,
+    PromptStyle, TaskLine,
 };
 
 fn strings(items: &[&str]) -> Vec<String> {
@@ -419,16 +419,23 @@ const SCI_INVENTORY: &str = "In your inventory, you see:\n\ta metal pot (contain
 /// The room view of the main ScienceWorld preset: the room and inventory instead of
 /// templates and objects, a room description in the history named by its room only.
 fn sci_room_step(observation: &str) -> String {
-    let cfg = PromptConfig {
+    sci_room_step_with(&sci_room_cfg(), observation)
+}
+
+fn sci_room_cfg() -> PromptConfig {
+    PromptConfig {
         env: PromptEnv::ScienceWorld,
         room: true,
         instructions: false,
         ..PromptConfig::small()
-    };
+    }
+}
+
+fn sci_room_step_with(cfg: &PromptConfig, observation: &str) -> String {
     let (replies, plan) = replies_and_plan(cfg.style, &SCI_STEPS);
     let history = history(&SCI_STEPS, &replies);
     render(
-        &cfg,
+        cfg,
         &PromptInput {
             task: SCI_TASK,
             step: 3,
@@ -450,4 +457,25 @@ fn scienceworld_room_step3() {
     assert!(looked.contains("Now: In the kitchen: chair. On the chair is: nothing | "), "{looked}");
     assert!(!looked.contains("Room: "), "{looked}");
     assert!(!looked.contains("Templates") && !looked.contains("Focus only"), "{looked}");
+}
+
+#[test]
+fn scienceworld_room_step3_task_moved() {
+    let first = sci_room_step("You move the metal pot to the sink.");
+    let first_lines: Vec<&str> = first.lines().collect();
+    let task_line = format!("Task: {SCI_TASK}");
+    assert_eq!(first_lines[0], format!("Text science game. {task_line}"));
+    for (placement, name) in [(TaskLine::BeforeNow, "before_now"), (TaskLine::Last, "last")] {
+        let cfg = PromptConfig { task_line: placement, ..sci_room_cfg() };
+        let moved = sci_room_step_with(&cfg, "You move the metal pot to the sink.");
+        insta::assert_snapshot!(format!("scienceworld_room_step3_task_{name}"), moved);
+        // The task-first prompt's lines, the task's moved from the first line.
+        let mut lines: Vec<&str> = moved.lines().collect();
+        assert_eq!(lines[0], "Text science game.");
+        let at = lines.iter().position(|l| *l == task_line).expect("a task line");
+        let now = first_lines.iter().position(|l| l.starts_with("Now: ")).unwrap();
+        assert_eq!(at, if placement == TaskLine::Last { lines.len() - 1 } else { now });
+        lines.remove(at);
+        assert_eq!(first_lines[1..], lines[1..]);
+    }
 }

@@ -1,16 +1,20 @@
-//! tools/sciworld_circuits.py on evaluations written by hand: what it counts, and a bad line
-//! named by file and line.
+//! tools/sciworld_circuits.py and tools/sciworld_copies.py on evaluations written by hand:
+//! what they count, and a bad line named by file and line.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-fn circuits(files: &[&Path]) -> Output {
+fn tool(script: &str, files: &[&Path]) -> Output {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     Command::new("python3")
-        .arg(root.join("tools/sciworld_circuits.py"))
+        .arg(root.join("tools").join(script))
         .args(files)
         .output()
-        .expect("python3 runs tools/sciworld_circuits.py")
+        .unwrap_or_else(|e| panic!("python3 runs tools/{script}: {e}"))
+}
+
+fn circuits(files: &[&Path]) -> Output {
+    tool("sciworld_circuits.py", files)
 }
 
 fn step(action: &str, feedback: &str) -> serde_json::Value {
@@ -71,4 +75,42 @@ fn a_bad_line_is_named_by_file_and_line() {
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains(&format!("{}:2:", file.display())), "{err}");
+}
+
+fn prompted(action: &str, prompt: &str) -> serde_json::Value {
+    serde_json::json!({ "action": action, "next_observation": "", "prompt": prompt })
+}
+
+#[test]
+fn copied_boxes_and_shown_objects_are_counted() {
+    let task = "Your task is to find a(n) animal. First, focus on the thing. Then, move it to the green box in the bedroom.";
+    let room = "Text science game.\nPlan: find it\nNow: In the outside: frog egg | axe\nInventory: orange\nTask: a blue jay egg";
+    let find = serde_json::json!({
+        "task_type": "find-animal", "task": task, "won": true,
+        "steps": [
+            prompted("focus on frog egg", room),
+            // Named only on the task and plan lines, not shown in the scene.
+            prompted("focus on blue jay egg", room),
+            prompted("move frog egg to red box", room),
+            prompted("move frog egg to green box", room),
+        ],
+    });
+    let conductivity = serde_json::json!({
+        "task_type": "test-conductivity", "won": false,
+        "task": "If it is electrically conductive, place it in the yellow box. If it is electrically nonconductive, place it in the purple box.",
+        // A focus outside the find tasks is not counted.
+        "steps": [prompted("focus on tested object", room), prompted("move tested object to purple box", room)],
+    });
+    let file = scratch("copies.jsonl", &[find.to_string(), conductivity.to_string()]);
+    let out = tool("sciworld_copies.py", &[&file]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let table = String::from_utf8(out.stdout).unwrap();
+    // 1 of 2 games won; 2 of 3 box moves name a box of their task; 1 of 2 focus commands name
+    // an object the scene shows.
+    assert!(table.lines().last().unwrap().ends_with("| 1 of 2 | 67% of 3 | 50% of 2 |"), "{table}");
+    let bad = scratch("copies-bad.jsonl", &[find.to_string(), "[1,".to_string()]);
+    let out = tool("sciworld_copies.py", &[&bad]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains(&format!("{}:2:", bad.display())), "{err}");
 }

@@ -841,6 +841,12 @@ impl RunConfig {
                 format!("names ScienceWorld's conductivity tasks' tested object; env.name is {:?}", self.env.name),
             ));
         }
+        if self.prompt.task_line != rlvmr_core::TaskLine::First && !self.prompt.compact {
+            return Err(TrainerError::value(
+                "prompt.task_line",
+                "moves the task line of compact prompts; set prompt.compact = true".to_string(),
+            ));
+        }
         self.model.validate()?;
         if self.model.path == SCRATCH_MODEL {
             self.scratch
@@ -992,6 +998,10 @@ mod tests {
         let protocol = err("[env]\nprotocol = \"loose\"\n");
         assert!(protocol.contains("protocol") && protocol.contains("loose") && protocol.contains("line 2"), "{protocol}");
         assert!(err("[env]\nname = \"nethack\"\n").contains("env.name"));
+        let task_line = err("[prompt]\ntask_line = \"last\"\n");
+        assert!(task_line.contains("prompt.task_line") && task_line.contains("compact"), "{task_line}");
+        assert_eq!(err("[prompt]\ncompact = true\ntask_line = \"before_now\"\n"), "");
+        assert!(err("[prompt]\ntask_line = \"middle\"\n").contains("middle"));
         assert!(err("[env]\ntested_object_alias = true\n").contains("env.tested_object_alias"));
         RunConfig::from_toml("[env]\nname = \"sciworld\"\ntested_object_alias = true\n").unwrap();
         assert!(err("[sft]\nlr = 0.0\n").contains("sft.lr"));

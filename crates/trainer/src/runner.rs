@@ -8,7 +8,7 @@ use crate::agent::Policy;
 use crate::envs::Detours;
 use crate::config::RunConfig;
 use crate::envs::EnvProvider;
-use crate::error::Result;
+use crate::error::{Result, TrainerError};
 use crate::eval::{eval_tasks, evaluate, Evaluation};
 use crate::policies::{ModelPolicy, RandomPolicy};
 use crate::served::ServedPolicy;
@@ -98,13 +98,25 @@ pub fn default_eval_dir(config: &RunConfig, policy: &str) -> PathBuf {
 }
 
 /// The protocol a model folder was trained under, from the config saved beside its weights
-/// (`rlvmr.toml`); `None` for the expert, a hub model or a GGUF file.
+/// (`rlvmr.toml`); `None` for the expert, a hub model or a GGUF file. Only `env.protocol` is
+/// read (absent: the default), so a folder saved by another version of rlvmr, whose other
+/// keys this one does not know, still evaluates.
 fn model_protocol(policy: &str) -> Result<Option<crate::envs::Protocol>> {
     let saved = Path::new(policy).join(RUN_CONFIG_FILE);
     if !saved.is_file() {
         return Ok(None);
     }
-    Ok(Some(RunConfig::from_file(&saved)?.env.protocol))
+    let text = std::fs::read_to_string(&saved).map_err(|e| TrainerError::io(&saved, e))?;
+    let bad = |message: String| TrainerError::Config { path: saved.display().to_string(), message };
+    let table: toml::Table = text.parse().map_err(|e: toml::de::Error| bad(e.to_string()))?;
+    match table.get("env").and_then(|env| env.get("protocol")) {
+        None => Ok(Some(crate::envs::Protocol::default())),
+        Some(value) => value
+            .clone()
+            .try_into()
+            .map(Some)
+            .map_err(|e: toml::de::Error| bad(format!("env.protocol: {e}"))),
+    }
 }
 
 /// `rlvmr eval`: plays the level's test tasks (all once, or `eval.episodes` drawn) with
@@ -118,6 +130,8 @@ pub fn run_eval(config: &RunConfig, policy_name: &str, out: &Path) -> Result<Eva
         config,
         config.eval.temperature,
     )?;
+    // Read before the games are played: a folder whose saved config is broken fails now.
+    let protocol = model_protocol(policy_name)?;
     let dir = RunDir::create(out, config)?;
     let tasks = eval_tasks(provider.as_ref(), config.eval.episodes, config.run.seed);
     let mut evaluation = evaluate(
@@ -128,7 +142,7 @@ pub fn run_eval(config: &RunConfig, policy_name: &str, out: &Path) -> Result<Eva
         &config.collector_options(),
         config.run.seed,
     )?;
-    evaluation.summary.protocol = model_protocol(policy_name)?;
+    evaluation.summary.protocol = protocol;
     dir.write_jsonl("trajectories.jsonl", &evaluation.episodes)?;
     dir.write_json("summary.json", &evaluation.summary)?;
     Ok(evaluation)
@@ -137,4 +151,35 @@ pub fn run_eval(config: &RunConfig, policy_name: &str, out: &Path) -> Result<Eva
 /// The default run directory of an SFT run: `<run.out_dir>/<run.name>/sft`.
 pub fn default_sft_dir(config: &RunConfig) -> PathBuf {
     config.run.out_dir.join(&config.run.name).join("sft")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::envs::Protocol;
+
+    fn model_folder(name: &str, saved: Option<&str>) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("rlvmr-model-protocol-{}-{name}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        if let Some(text) = saved {
+            std::fs::write(dir.join(RUN_CONFIG_FILE), text).unwrap();
+        }
+        dir
+    }
+
+    #[test]
+    fn a_model_folder_gives_its_protocol_whatever_else_its_config_holds() {
+        let protocol = |dir: &Path| model_protocol(dir.to_str().unwrap());
+        // Keys this version does not know (a folder saved by another version) are not read.
+        let strict = model_folder("strict", Some("[env]\nprotocol = \"strict\"\n[prompt]\nno_such_key = 1\n"));
+        assert_eq!(protocol(&strict).unwrap(), Some(Protocol::Strict));
+        let unsaid = model_folder("unsaid", Some("[prompt]\nroom = true\n"));
+        assert_eq!(protocol(&unsaid).unwrap(), Some(Protocol::default()));
+        assert_eq!(protocol(&model_folder("none", None)).unwrap(), None);
+        let bad = model_folder("bad", Some("[env]\nprotocol = \"loose\"\n"));
+        let e = protocol(&bad).unwrap_err().to_string();
+        assert!(e.contains("env.protocol") && e.contains("loose") && e.contains(RUN_CONFIG_FILE), "{e}");
+        let broken = model_folder("broken", Some("[env\n"));
+        assert!(protocol(&broken).unwrap_err().to_string().contains(RUN_CONFIG_FILE));
+    }
 }

@@ -1,0 +1,67 @@
+#!/usr/bin/env python3
+"""How often a ScienceWorld model names what its prompt shows, per evaluation.
+
+    python3 tools/sciworld_copies.py TRAJECTORIES [TRAJECTORIES ...]
+
+Each TRAJECTORIES is an evaluation's trajectories.jsonl (`rlvmr eval --out DIR` writes
+DIR/trajectories.jsonl). Two names a model must copy from its prompt to win:
+
+- the box: every `move X to C box` command in a task whose description names boxes, and
+  whether C is one of the description's colours (the task line is the only place that says
+  which box);
+- the find tasks' object: every `focus on X` in find-animal, find-living-thing,
+  find-non-living-thing and find-plant, and whether X is written in the prompt's `Now:`,
+  `Room:` or `Inventory:` line (the room's objects).
+
+Prints a Markdown table, one row per file: games won, then each share with its count.
+"""
+import re
+import sys
+
+from trajectories import episodes, print_table
+
+BOX_IN_TASK = re.compile(r"(\w+) box")
+BOX_MOVE = re.compile(r"^move .* to (\w+) box$")
+SCENE_LINES = ("Now: ", "Room: ", "Inventory: ")
+
+
+def scene(prompt):
+    """The prompt's lines that show the room, the current observation and the inventory."""
+    return "\n".join(line for line in prompt.split("\n") if line.startswith(SCENE_LINES))
+
+
+def row(path):
+    counts = dict(games=0, won=0, box=0, box_named=0, focus=0, focus_shown=0)
+    for episode in episodes(path):
+        counts["games"] += 1
+        counts["won"] += bool(episode.get("won"))
+        boxes = set(BOX_IN_TASK.findall(episode.get("task") or ""))
+        finding = (episode.get("task_type") or "").startswith("find-")
+        for step in episode.get("steps", []):
+            action = (step.get("action") or "").strip()
+            move = BOX_MOVE.match(action)
+            if move and boxes:
+                counts["box"] += 1
+                counts["box_named"] += move.group(1) in boxes
+            if finding and action.startswith("focus on "):
+                counts["focus"] += 1
+                counts["focus_shown"] += action[len("focus on "):] in scene(step.get("prompt") or "")
+    return counts
+
+
+def share(part, whole):
+    return f"{100 * part / whole:.0f}% of {whole}" if whole else "-"
+
+
+def cells(path):
+    c = row(path)
+    return [f"{c['won']} of {c['games']}", share(c["box_named"], c["box"]), share(c["focus_shown"], c["focus"])]
+
+
+def main(argv):
+    columns = ["won", "box moves naming a box of the task", "find tasks: focus on an object the scene shows"]
+    print_table(argv, __doc__, columns, cells)
+
+
+if __name__ == "__main__":
+    main(sys.argv)
