@@ -58,18 +58,11 @@ pub fn load_config(path: Option<&std::path::Path>) -> Result<RunConfig> {
     }
 }
 
-/// The config a model was trained under: `rlvmr.toml` in its folder (written by `rlvmr sft`
-/// beside every checkpoint), when the policy is such a folder.
-fn saved_run_config(policy: &str) -> Option<PathBuf> {
-    let path = std::path::Path::new(policy).join(trainer::checkpoints::RUN_CONFIG_FILE);
-    path.is_file().then_some(path)
-}
-
 /// `--config` when given, else the config saved with the model (so the prompts match the
 /// ones it learned from), else the defaults.
 fn eval_config(args: &EvalArgs) -> Result<RunConfig> {
     let saved = match (&args.config, &args.policy) {
-        (None, Some(policy)) => saved_run_config(policy),
+        (None, Some(policy)) => trainer::checkpoints::saved_run_config(policy),
         _ => None,
     };
     if let Some(path) = &saved {

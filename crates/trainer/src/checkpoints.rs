@@ -3,7 +3,7 @@
 //! training goes on from it, and the run config) through a temporary folder and a rename
 //! ([`write_dir_atomically`]), so a kill leaves either the old checkpoint or the new one whole.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use candle_core::{DType, Device};
 use policy::{AdamW, Llama, Tokenizer};
@@ -17,6 +17,13 @@ use crate::rundir::write_dir_atomically;
 /// The run config saved beside every model, so `rlvmr eval` and RL build the prompts the
 /// model was trained on.
 pub const RUN_CONFIG_FILE: &str = "rlvmr.toml";
+
+/// The run config saved in a model folder (`folder/rlvmr.toml`), if there is one: `None` for
+/// the expert, a hub model's name or a GGUF file.
+pub fn saved_run_config(folder: &str) -> Option<PathBuf> {
+    let path = Path::new(folder).join(RUN_CONFIG_FILE);
+    path.is_file().then_some(path)
+}
 /// Where an SFT checkpoint keeps the trainer's position (step of total steps).
 pub const SFT_STATE_FILE: &str = "trainer_state.json";
 /// Where an RL checkpoint keeps the trainer's position (iteration, starting model).

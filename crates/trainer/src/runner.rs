@@ -13,7 +13,7 @@ use crate::eval::{eval_tasks, evaluate, Evaluation};
 use crate::policies::{ModelPolicy, RandomPolicy};
 use crate::served::ServedPolicy;
 use crate::rundir::RunDir;
-use crate::checkpoints::{load_model, RUN_CONFIG_FILE};
+use crate::checkpoints::{load_model, saved_run_config};
 
 /// The policies `--policy` names besides a model.
 pub const EXPERT: &str = "expert";
@@ -102,10 +102,9 @@ pub fn default_eval_dir(config: &RunConfig, policy: &str) -> PathBuf {
 /// read (absent: the default), so a folder saved by another version of rlvmr, whose other
 /// keys this one does not know, still evaluates.
 fn model_protocol(policy: &str) -> Result<Option<crate::envs::Protocol>> {
-    let saved = Path::new(policy).join(RUN_CONFIG_FILE);
-    if !saved.is_file() {
+    let Some(saved) = saved_run_config(policy) else {
         return Ok(None);
-    }
+    };
     let text = std::fs::read_to_string(&saved).map_err(|e| TrainerError::io(&saved, e))?;
     let bad = |message: String| TrainerError::Config { path: saved.display().to_string(), message };
     let table: toml::Table = text.parse().map_err(|e: toml::de::Error| bad(e.to_string()))?;
@@ -156,6 +155,7 @@ pub fn default_sft_dir(config: &RunConfig) -> PathBuf {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::checkpoints::RUN_CONFIG_FILE;
     use crate::envs::Protocol;
 
     fn model_folder(name: &str, saved: Option<&str>) -> PathBuf {

@@ -38,7 +38,7 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 
-use crate::checkpoints::{load_model, read_state, save_checkpoint, RL_STATE_FILE, RUN_CONFIG_FILE};
+use crate::checkpoints::{load_model, read_state, save_checkpoint, saved_run_config, RL_STATE_FILE, RUN_CONFIG_FILE};
 use crate::collector::{collect, grouped_specs, mix};
 use crate::config::{RunConfig, COLDSTART_INIT};
 use crate::envs::EnvProvider;
@@ -174,9 +174,8 @@ fn resolve_init(config: &RunConfig, dir: &RunDir) -> Result<String> {
 /// `config` with the prompt settings saved beside the starting model (`rlvmr.toml`, written
 /// by `rlvmr sft` and `rlvmr train`), so the run shows the model the prompts it learned from.
 fn with_saved_prompt(config: &RunConfig, init: &str) -> Result<RunConfig> {
-    let saved = Path::new(init).join(RUN_CONFIG_FILE);
     let mut config = config.clone();
-    if saved.is_file() {
+    if let Some(saved) = saved_run_config(init) {
         let prompt = RunConfig::from_file(&saved)?.prompt;
         if prompt != config.prompt {
             eprintln!("prompt settings carried over from {}", saved.display());
