@@ -210,6 +210,10 @@ pub struct PromptConfig {
     /// Where compact prompts show the task: on the first line (default), before the
     /// current observation, or last. See [`TaskLine`].
     pub task_line: TaskLine,
+    /// ScienceWorld compact prompts: repeat the task's sentences that name a box as the
+    /// prompt's last line (`Boxes: ...`), next to the reply, where a small model copies names
+    /// best; tasks that name no box get no line. Default: false.
+    pub box_line: bool,
 }
 
 /// Where a compact prompt shows the task. A small model copies a name far more often from
@@ -256,6 +260,7 @@ impl Default for PromptConfig {
             layout: ReplyLayout::Inline,
             room: false,
             task_line: TaskLine::First,
+            box_line: false,
         }
     }
 }
@@ -632,6 +637,9 @@ fn render_compact(cfg: &PromptConfig, input: &PromptInput, out: &mut String) {
     if cfg.task_line == TaskLine::Last {
         push_task_compact(input, "", out);
     }
+    if cfg.box_line {
+        push_box_line(input.task, out);
+    }
     if cfg.env == PromptEnv::ScienceWorld && (cfg.instructions || !cfg.room) {
         out.push_str("Focus only on what the task names.\n");
     }
@@ -647,6 +655,24 @@ fn push_task_compact(input: &PromptInput, before: &str, out: &mut String) {
     out.push_str("Task: ");
     out.push_str(or_none(input.task.trim()));
     out.push('\n');
+}
+
+/// The task's sentences that name a box (`... place it in the green box.`), on one line
+/// after `Boxes: `; nothing when none does.
+fn push_box_line(task: &str, out: &mut String) {
+    let naming_a_box: Vec<&str> = sentences(task.trim())
+        .filter(|sentence| sentence.split(|c: char| !c.is_alphanumeric()).any(|word| word == "box"))
+        .collect();
+    if !naming_a_box.is_empty() {
+        out.push_str("Boxes: ");
+        out.push_str(&naming_a_box.join(" "));
+        out.push('\n');
+    }
+}
+
+/// A text's sentences, each with its closing period: split after every `. `.
+fn sentences(text: &str) -> impl Iterator<Item = &str> {
+    text.split_inclusive(". ").map(str::trim).filter(|sentence| !sentence.is_empty())
 }
 
 /// ScienceWorld's room (unless the current observation already is its description) and

@@ -479,3 +479,32 @@ fn scienceworld_room_step3_task_moved() {
         assert_eq!(first_lines[1..], lines[1..]);
     }
 }
+
+#[test]
+fn scienceworld_box_line_repeats_the_sentences_naming_a_box() {
+    const CONDUCTIVITY: &str = "Your task is to determine if tested object is electrically conductive. \
+        The tested object is located around the kitchen. First, focus on the tested object. \
+        If it is electrically conductive, place it in the green box. If it is electrically \
+        nonconductive, place it in the blue box.";
+    let render_task = |task: &str, box_line: bool| {
+        let cfg = PromptConfig { box_line, ..sci_room_cfg() };
+        render(
+            &cfg,
+            &PromptInput { task, observation: "You teleport to the kitchen.", room: SCI_OBS3, inventory: SCI_INVENTORY, ..Default::default() },
+        )
+    };
+    let with = render_task(CONDUCTIVITY, true);
+    let without = render_task(CONDUCTIVITY, false);
+    assert_eq!(
+        with,
+        format!(
+            "{without}\nBoxes: If it is electrically conductive, place it in the green box. \
+             If it is electrically nonconductive, place it in the blue box."
+        )
+    );
+    let find = "Your task is to find a(n) animal. First, focus on the thing. Then, move it to the red box in the kitchen.";
+    assert!(render_task(find, true).ends_with("\nBoxes: Then, move it to the red box in the kitchen."));
+    // A task that names no box (nor a boxer) gets no line.
+    assert_eq!(render_task(SCI_TASK, true), render_task(SCI_TASK, false));
+    assert_eq!(render_task("Focus on the boxer.", true), render_task("Focus on the boxer.", false));
+}

@@ -847,6 +847,15 @@ impl RunConfig {
                 "moves the task line of compact prompts; set prompt.compact = true".to_string(),
             ));
         }
+        if self.prompt.box_line && !(self.prompt.compact && self.env.name == "sciworld") {
+            return Err(TrainerError::value(
+                "prompt.box_line",
+                format!(
+                    "repeats a ScienceWorld task's boxes in compact prompts; needs prompt.compact = true and env.name = \"sciworld\" (compact {}, env.name {:?})",
+                    self.prompt.compact, self.env.name
+                ),
+            ));
+        }
         self.model.validate()?;
         if self.model.path == SCRATCH_MODEL {
             self.scratch
@@ -1002,6 +1011,8 @@ mod tests {
         assert!(task_line.contains("prompt.task_line") && task_line.contains("compact"), "{task_line}");
         assert_eq!(err("[prompt]\ncompact = true\ntask_line = \"before_now\"\n"), "");
         assert!(err("[prompt]\ntask_line = \"middle\"\n").contains("middle"));
+        let box_line = err("[prompt]\ncompact = true\nbox_line = true\n");
+        assert!(box_line.contains("prompt.box_line") && box_line.contains("sciworld"), "{box_line}");
         assert!(err("[env]\ntested_object_alias = true\n").contains("env.tested_object_alias"));
         RunConfig::from_toml("[env]\nname = \"sciworld\"\ntested_object_alias = true\n").unwrap();
         assert!(err("[sft]\nlr = 0.0\n").contains("sft.lr"));
