@@ -16,7 +16,7 @@ pub use env::{Env, EnvError, StepResult};
 pub use format::{parse_output, InvalidReason, OutputStyle, ParsedOutput, ReplyLayout, Validity};
 pub use prompt::{
     render as render_prompt, HistoryEntry, HistoryWindow, PromptConfig, PromptEnv, PromptInput,
-    PromptStyle, TaskLine,
+    BoxLine, PromptStyle, TaskLine,
 };
 pub use reward::{compute_rewards, EpisodeFacts, EpisodeRewards, Matching, RewardConfig, StepFacts, StepReward};
 pub use score::{batch_metrics, score, score_json, EpisodeIn, EpisodeScore, ScoreConfig, StepIn, StepScore};

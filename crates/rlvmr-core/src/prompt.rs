@@ -211,9 +211,25 @@ pub struct PromptConfig {
     /// current observation, or last. See [`TaskLine`].
     pub task_line: TaskLine,
     /// ScienceWorld compact prompts: repeat the task's sentences that name a box as the
-    /// prompt's last line (`Boxes: ...`), next to the reply, where a small model copies names
-    /// best; tasks that name no box get no line. Default: false.
-    pub box_line: bool,
+    /// prompt's last line (`Boxes: ...`). See [`BoxLine`].
+    pub box_line: BoxLine,
+}
+
+/// Which ScienceWorld tasks get their boxes repeated as the compact prompt's last line, next
+/// to the reply, where a small model copies names best. With `any`, the 1.3M model named the
+/// task's box in 99% of its box moves (48% without) but the find tasks' room objects less
+/// often (docs/experiments.md, 2026-11-28).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BoxLine {
+    /// No line (default).
+    #[default]
+    None,
+    /// Every task that names a box.
+    Any,
+    /// Tasks whose choice is between boxes: two sentences naming a box or more (a
+    /// conductivity or melting-point verdict, a genetics trait), not the find tasks' one.
+    Choice,
 }
 
 /// Where a compact prompt shows the task. A small model copies a name far more often from
@@ -260,7 +276,7 @@ impl Default for PromptConfig {
             layout: ReplyLayout::Inline,
             room: false,
             task_line: TaskLine::First,
-            box_line: false,
+            box_line: BoxLine::None,
         }
     }
 }
@@ -637,8 +653,8 @@ fn render_compact(cfg: &PromptConfig, input: &PromptInput, out: &mut String) {
     if cfg.task_line == TaskLine::Last {
         push_task_compact(input, "", out);
     }
-    if cfg.box_line {
-        push_box_line(input.task, out);
+    if cfg.box_line != BoxLine::None {
+        push_box_line(input.task, cfg.box_line, out);
     }
     if cfg.env == PromptEnv::ScienceWorld && (cfg.instructions || !cfg.room) {
         out.push_str("Focus only on what the task names.\n");
@@ -658,12 +674,13 @@ fn push_task_compact(input: &PromptInput, before: &str, out: &mut String) {
 }
 
 /// The task's sentences that name a box (`... place it in the green box.`), on one line
-/// after `Boxes: `; nothing when none does.
-fn push_box_line(task: &str, out: &mut String) {
+/// after `Boxes: `; nothing when none does, or, for [`BoxLine::Choice`], when one does.
+fn push_box_line(task: &str, which: BoxLine, out: &mut String) {
     let naming_a_box: Vec<&str> = sentences(task.trim())
         .filter(|sentence| sentence.split(|c: char| !c.is_alphanumeric()).any(|word| word == "box"))
         .collect();
-    if !naming_a_box.is_empty() {
+    let least = if which == BoxLine::Choice { 2 } else { 1 };
+    if naming_a_box.len() >= least {
         out.push_str("Boxes: ");
         out.push_str(&naming_a_box.join(" "));
         out.push('\n');
@@ -1232,6 +1249,7 @@ mod tests {
                                         layout: if compact { ReplyLayout::Lines } else { ReplyLayout::Inline },
                                         room: step % 3 == 0,
                                         task_line: [TaskLine::First, TaskLine::BeforeNow, TaskLine::Last][step % 3],
+                                        box_line: [BoxLine::None, BoxLine::Any, BoxLine::Choice][step % 3],
                                     };
                                     let input = PromptInput {
                                         task: "",

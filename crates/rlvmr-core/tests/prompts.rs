@@ -5,7 +5,7 @@
 
 use rlvmr_core::prompt::{
     carried_plan, render, HistoryEntry, HistoryWindow, PromptConfig, PromptEnv, PromptInput,
-    PromptStyle, TaskLine,
+    BoxLine, PromptStyle, TaskLine,
 };
 
 fn strings(items: &[&str]) -> Vec<String> {
@@ -486,15 +486,16 @@ fn scienceworld_box_line_repeats_the_sentences_naming_a_box() {
         The tested object is located around the kitchen. First, focus on the tested object. \
         If it is electrically conductive, place it in the green box. If it is electrically \
         nonconductive, place it in the blue box.";
-    let render_task = |task: &str, box_line: bool| {
+    let render_task = |task: &str, box_line: BoxLine| {
         let cfg = PromptConfig { box_line, ..sci_room_cfg() };
         render(
             &cfg,
             &PromptInput { task, observation: "You teleport to the kitchen.", room: SCI_OBS3, inventory: SCI_INVENTORY, ..Default::default() },
         )
     };
-    let with = render_task(CONDUCTIVITY, true);
-    let without = render_task(CONDUCTIVITY, false);
+    let with = render_task(CONDUCTIVITY, BoxLine::Any);
+    let without = render_task(CONDUCTIVITY, BoxLine::None);
+    assert_eq!(render_task(CONDUCTIVITY, BoxLine::Choice), with);
     assert_eq!(
         with,
         format!(
@@ -503,8 +504,11 @@ fn scienceworld_box_line_repeats_the_sentences_naming_a_box() {
         )
     );
     let find = "Your task is to find a(n) animal. First, focus on the thing. Then, move it to the red box in the kitchen.";
-    assert!(render_task(find, true).ends_with("\nBoxes: Then, move it to the red box in the kitchen."));
+    assert!(render_task(find, BoxLine::Any).ends_with("\nBoxes: Then, move it to the red box in the kitchen."));
+    // One box is no choice between boxes.
+    assert_eq!(render_task(find, BoxLine::Choice), render_task(find, BoxLine::None));
     // A task that names no box (nor a boxer) gets no line.
-    assert_eq!(render_task(SCI_TASK, true), render_task(SCI_TASK, false));
-    assert_eq!(render_task("Focus on the boxer.", true), render_task("Focus on the boxer.", false));
+    for task in [SCI_TASK, "Focus on the boxer."] {
+        assert_eq!(render_task(task, BoxLine::Any), render_task(task, BoxLine::None));
+    }
 }

@@ -847,7 +847,7 @@ impl RunConfig {
                 "moves the task line of compact prompts; set prompt.compact = true".to_string(),
             ));
         }
-        if self.prompt.box_line && !(self.prompt.compact && self.env.name == "sciworld") {
+        if self.prompt.box_line != rlvmr_core::BoxLine::None && !(self.prompt.compact && self.env.name == "sciworld") {
             return Err(TrainerError::value(
                 "prompt.box_line",
                 format!(
@@ -1011,7 +1011,7 @@ mod tests {
         assert!(task_line.contains("prompt.task_line") && task_line.contains("compact"), "{task_line}");
         assert_eq!(err("[prompt]\ncompact = true\ntask_line = \"before_now\"\n"), "");
         assert!(err("[prompt]\ntask_line = \"middle\"\n").contains("middle"));
-        let box_line = err("[prompt]\ncompact = true\nbox_line = true\n");
+        let box_line = err("[prompt]\ncompact = true\nbox_line = \"choice\"\n");
         assert!(box_line.contains("prompt.box_line") && box_line.contains("sciworld"), "{box_line}");
         assert!(err("[env]\ntested_object_alias = true\n").contains("env.tested_object_alias"));
         RunConfig::from_toml("[env]\nname = \"sciworld\"\ntested_object_alias = true\n").unwrap();
