@@ -210,13 +210,13 @@ pub struct PromptConfig {
     /// Where compact prompts show the task: on the first line (default), before the
     /// current observation, or last. See [`TaskLine`].
     pub task_line: TaskLine,
-    /// ScienceWorld compact prompts: repeat the task's sentences that name a box as the
-    /// prompt's last line (`Boxes: ...`). See [`BoxLine`].
+    /// ScienceWorld compact prompts: repeat the task's sentences that name a box on a line
+    /// after the room and the inventory (`Boxes: ...`). See [`BoxLine`].
     pub box_line: BoxLine,
 }
 
-/// Which ScienceWorld tasks get their boxes repeated as the compact prompt's last line, next
-/// to the reply, where a small model copies names best. With `any`, the 1.3M model named the
+/// Which ScienceWorld tasks get their boxes repeated after the compact prompt's room and
+/// inventory lines (its last line without instructions), next to the reply, where a small model copies names best. With `any`, the 1.3M model named the
 /// task's box in 99% of its box moves (48% without) but the find tasks' room objects less
 /// often (docs/experiments.md, 2026-11-28).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
