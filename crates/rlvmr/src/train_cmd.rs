@@ -1,6 +1,6 @@
 //! `rlvmr train`: reinforcement learning (a thin wrapper over `trainer::rl::train`).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::{bail, Context, Result};
@@ -35,7 +35,8 @@ pub struct TrainArgs {
     /// Seed of every random choice of the run (games, sampling, shuffles); overrides [run] seed.
     #[arg(long)]
     seed: Option<u64>,
-    /// Run directory (default: <run.out_dir>/<run.name>/<algo>).
+    /// Run directory (default: <run.out_dir>/<run.name>/<algo>, <algo>-seed<N> for a seed
+    /// other than 0). A folder that holds a run of another config is refused.
     #[arg(long)]
     out: Option<PathBuf>,
     /// Continue the run in DIR from its last complete checkpoint, with the config it saved.
@@ -51,7 +52,7 @@ pub struct TrainArgs {
 /// `saved` with its iteration count changed to `iterations` for a resumed run: refused when
 /// the learning-rate schedule depends on the count (warmup, cosine), since the iterations
 /// already done would not be the new schedule's.
-fn with_iterations(mut saved: RunConfig, iterations: usize, dir: &std::path::Path) -> Result<RunConfig> {
+fn with_iterations(mut saved: RunConfig, iterations: usize, dir: &Path) -> Result<RunConfig> {
     let rl = &saved.rl;
     let fixed = rl.schedule == trainer::config::LrSchedule::Constant && rl.warmup_ratio == 0.0;
     if iterations != rl.iterations && !fixed {
@@ -95,6 +96,37 @@ fn algo_name(algo: Algo) -> &'static str {
     }
 }
 
+/// The run folder without `--out`: `<run.out_dir>/<run.name>/<algo>`, `-seed<N>` added for
+/// any seed but 0, so a job's second seed never lands in its first seed's folder.
+fn default_out(config: &RunConfig) -> PathBuf {
+    let algo = algo_name(config.advantage.algo);
+    let folder = match config.run.seed {
+        0 => algo.to_string(),
+        seed => format!("{algo}-seed{seed}"),
+    };
+    config.run.out_dir.join(&config.run.name).join(folder)
+}
+
+/// Refuses a new run into a folder that holds a run of another config: it would take that
+/// run's SFT model as its own and write over its RL runs.
+fn refuse_another_run(out: &Path, config: &RunConfig) -> Result<()> {
+    let saved_path = out.join("config.toml");
+    if !saved_path.is_file() {
+        return Ok(());
+    }
+    let saved = RunConfig::from_file(&saved_path)
+        .with_context(|| format!("{} holds a run whose config cannot be read", out.display()))?;
+    if let Some((key, there, asked)) = saved.first_difference(config)? {
+        bail!(
+            "{} holds a run made with another config ({key} = {there} there, {asked} asked): \
+             give this run its own folder with --out, or continue that one with --resume {}",
+            out.display(),
+            out.display()
+        );
+    }
+    Ok(())
+}
+
 pub fn run(args: TrainArgs) -> Result<ExitCode> {
     let (config, out, resume) = match args.resume {
         Some(dir) => {
@@ -129,13 +161,8 @@ pub fn run(args: TrainArgs) -> Result<ExitCode> {
                 config.rl.iterations = n;
             }
             config.validate()?;
-            let out = args.out.unwrap_or_else(|| {
-                config
-                    .run
-                    .out_dir
-                    .join(&config.run.name)
-                    .join(algo_name(config.advantage.algo))
-            });
+            let out = args.out.unwrap_or_else(|| default_out(&config));
+            refuse_another_run(&out, &config)?;
             (config, out, false)
         }
     };
@@ -149,7 +176,7 @@ pub fn run(args: TrainArgs) -> Result<ExitCode> {
 }
 
 /// `rl.per_level`: one run per level's training games, each reported as a single run is.
-fn train_per_level(config: &RunConfig, out: &std::path::Path, resume: bool) -> Result<ExitCode> {
+fn train_per_level(config: &RunConfig, out: &Path, resume: bool) -> Result<ExitCode> {
     let outcomes = trainer::rl::levels::train_levels(config, out, resume)
         .with_context(|| format!("rlvmr train (one run per level) into {}", out.display()))?;
     for outcome in &outcomes {
@@ -174,7 +201,7 @@ fn report_run(report: &trainer::rl::RlReport) {
 
 /// The charts of `runs` into `dir/plots` (as `rlvmr report` draws them). A machine without a
 /// font gets a warning, not a failed run: the training is done and saved.
-fn write_plots(dir: &std::path::Path, runs: &[PathBuf]) {
+fn write_plots(dir: &Path, runs: &[PathBuf]) {
     let drawn = runs
         .iter()
         .map(|run| trainer::report::Run::read(run))
@@ -189,6 +216,15 @@ fn write_plots(dir: &std::path::Path, runs: &[PathBuf]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_seed_other_than_0_has_its_own_default_folder() {
+        let mut config = RunConfig::from_toml(MAIN_PRESET).unwrap();
+        assert_eq!(default_out(&config), PathBuf::from("runs/cpu-l2/rlvmr"));
+        config.run.seed = 2;
+        config.advantage.algo = Algo::Grpo;
+        assert_eq!(default_out(&config), PathBuf::from("runs/cpu-l2/grpo-seed2"));
+    }
 
     #[test]
     fn the_main_preset_is_rlvmr_on_l2_from_nothing_with_the_three_test_levels() {

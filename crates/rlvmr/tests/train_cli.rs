@@ -473,6 +473,18 @@ fn bad_input_is_named_before_any_rollout() {
     assert!(err.contains("config.toml") && err.to_lowercase().contains("space"), "{err}");
     assert!(!full.join("rollouts").exists() && !full.join("coldstart").exists());
 
+    // A folder holding a run of another config (here another seed): refused before it is
+    // touched, as a new run there would take that run's SFT model and write over its runs.
+    let taken = dir.join("taken");
+    std::fs::create_dir_all(&taken).unwrap();
+    let other_seed = std::fs::read_to_string(smoke).unwrap().replace("seed = 0", "seed = 5");
+    std::fs::write(taken.join("config.toml"), &other_seed).unwrap();
+    let (code, _, err) = rlvmr(&["train", "--config", smoke, "--out", taken.to_str().unwrap()]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("run.seed = 5 there, 0 asked") && err.contains("--resume"), "{err}");
+    assert_eq!(std::fs::read_to_string(taken.join("config.toml")).unwrap(), other_seed);
+    assert_eq!(std::fs::read_dir(&taken).unwrap().count(), 1, "nothing written beside it");
+
     let (code, _, err) = rlvmr(&["train", "--config", smoke, "--protocol", "loose"]);
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("loose") && err.contains("published or strict"), "{err}");

@@ -24,6 +24,7 @@ pub fn saved_run_config(folder: &str) -> Option<PathBuf> {
     let path = Path::new(folder).join(RUN_CONFIG_FILE);
     path.is_file().then_some(path)
 }
+
 /// Where an SFT checkpoint keeps the trainer's position (step of total steps).
 pub const SFT_STATE_FILE: &str = "trainer_state.json";
 /// Where an RL checkpoint keeps the trainer's position (iteration, starting model).

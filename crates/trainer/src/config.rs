@@ -802,6 +802,15 @@ impl RunConfig {
             .map_err(|e| TrainerError::context("cannot write the config as TOML", e))
     }
 
+    /// The first key (dotted, in the order of TOML's tables) whose value differs between `self` and `other`,
+    /// with both values as TOML: what keeps a run from landing in a folder made by another.
+    pub fn first_difference(&self, other: &RunConfig) -> Result<Option<(String, String, String)>> {
+        let table = |config: &RunConfig| {
+            toml::Value::try_from(config).map_err(|e| TrainerError::context("cannot write the config as TOML", e))
+        };
+        Ok(first_difference_in("", &table(self)?, &table(other)?))
+    }
+
     /// Writes every key as TOML to `path` (a run's `config.toml`, a checkpoint's `rlvmr.toml`).
     pub fn save(&self, path: &Path) -> Result<()> {
         std::fs::write(path, self.to_toml()?).map_err(|e| TrainerError::io(path, e))
@@ -955,6 +964,23 @@ pub fn learning_rate(step: usize, total: usize, warmup: usize, peak: f64) -> f64
     peak * 0.5 * (1.0 + (std::f64::consts::PI * progress).cos())
 }
 
+/// [`RunConfig::first_difference`] below the key `prefix`: tables key by key, anything else
+/// by value (a key one side lacks shows as `(none)`).
+fn first_difference_in(prefix: &str, a: &toml::Value, b: &toml::Value) -> Option<(String, String, String)> {
+    if let (toml::Value::Table(a), toml::Value::Table(b)) = (a, b) {
+        let keys = a.keys().chain(b.keys().filter(|key| !a.contains_key(*key)));
+        return keys.into_iter().find_map(|key| {
+            let path = if prefix.is_empty() { key.clone() } else { format!("{prefix}.{key}") };
+            let shown = |side: Option<&toml::Value>| side.map_or("(none)".to_string(), |v| v.to_string());
+            match (a.get(key), b.get(key)) {
+                (Some(x), Some(y)) => first_difference_in(&path, x, y),
+                (x, y) => Some((path, shown(x), shown(y))),
+            }
+        });
+    }
+    (a != b).then(|| (prefix.to_string(), a.to_string(), b.to_string()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -964,6 +990,23 @@ mod tests {
             .err()
             .map(|e| e.to_string())
             .unwrap_or_default()
+    }
+
+    #[test]
+    fn the_first_difference_names_the_dotted_key_and_both_values() {
+        let config = RunConfig::default();
+        assert_eq!(config.first_difference(&config.clone()).unwrap(), None);
+        let mut other = config.clone();
+        other.run.seed = 7;
+        let (key, mine, theirs) = config.first_difference(&other).unwrap().unwrap();
+        assert_eq!((key.as_str(), theirs.as_str()), ("run.seed", "7"));
+        assert_eq!(mine, config.run.seed.to_string());
+        other.run.seed = config.run.seed;
+        other.rl.lr = 0.5;
+        assert_eq!(config.first_difference(&other).unwrap().unwrap().0, "rl.lr");
+        // Read back from its own TOML, a config has no difference (floats included).
+        let reread = RunConfig::from_toml(&other.to_toml().unwrap()).unwrap();
+        assert_eq!(other.first_difference(&reread).unwrap(), None);
     }
 
     #[test]
