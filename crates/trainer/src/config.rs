@@ -802,8 +802,9 @@ impl RunConfig {
             .map_err(|e| TrainerError::context("cannot write the config as TOML", e))
     }
 
-    /// The first key (dotted, in the order of TOML's tables) whose value differs between `self` and `other`,
-    /// with both values as TOML: what keeps a run from landing in a folder made by another.
+    /// The first key (dotted, in the order of TOML's tables) whose value differs between
+    /// `self` and `other`, with both values as TOML: what keeps a run from landing in a
+    /// folder made by another.
     pub fn first_difference(&self, other: &RunConfig) -> Result<Option<(String, String, String)>> {
         let table = |config: &RunConfig| {
             toml::Value::try_from(config).map_err(|e| TrainerError::context("cannot write the config as TOML", e))
