@@ -216,9 +216,10 @@ pub struct PromptConfig {
 }
 
 /// Which ScienceWorld tasks get their boxes repeated after the compact prompt's room and
-/// inventory lines (its last line without instructions), next to the reply, where a small model copies names best. With `any`, the 1.3M model named the
-/// task's box in 99% of its box moves (48% without) but the find tasks' room objects less
-/// often (docs/experiments.md, 2026-11-28).
+/// inventory lines (its last line without instructions), next to the reply, where a small
+/// model copies names best. With `any`, the 1.3M model named the task's box in 99% of its box
+/// moves (48% without) but the find tasks' room objects less often; `choice` leaves the find
+/// tasks' prompts as they were (docs/experiments.md, 2026-11-28).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum BoxLine {
@@ -653,9 +654,7 @@ fn render_compact(cfg: &PromptConfig, input: &PromptInput, out: &mut String) {
     if cfg.task_line == TaskLine::Last {
         push_task_compact(input, "", out);
     }
-    if cfg.box_line != BoxLine::None {
-        push_box_line(input.task, cfg.box_line, out);
-    }
+    push_box_line(input.task, cfg.box_line, out);
     if cfg.env == PromptEnv::ScienceWorld && (cfg.instructions || !cfg.room) {
         out.push_str("Focus only on what the task names.\n");
     }
@@ -674,12 +673,17 @@ fn push_task_compact(input: &PromptInput, before: &str, out: &mut String) {
 }
 
 /// The task's sentences that name a box (`... place it in the green box.`), on one line
-/// after `Boxes: `; nothing when none does, or, for [`BoxLine::Choice`], when one does.
+/// after `Boxes: `, as `which` asks: nothing for [`BoxLine::None`], nor when no sentence
+/// names a box, nor, for [`BoxLine::Choice`], when only one does.
 fn push_box_line(task: &str, which: BoxLine, out: &mut String) {
+    let least = match which {
+        BoxLine::None => return,
+        BoxLine::Any => 1,
+        BoxLine::Choice => 2,
+    };
     let naming_a_box: Vec<&str> = sentences(task.trim())
         .filter(|sentence| sentence.split(|c: char| !c.is_alphanumeric()).any(|word| word == "box"))
         .collect();
-    let least = if which == BoxLine::Choice { 2 } else { 1 };
     if naming_a_box.len() >= least {
         out.push_str("Boxes: ");
         out.push_str(&naming_a_box.join(" "));

@@ -969,10 +969,10 @@ pub fn learning_rate(step: usize, total: usize, warmup: usize, peak: f64) -> f64
 /// by value (a key one side lacks shows as `(none)`).
 fn first_difference_in(prefix: &str, a: &toml::Value, b: &toml::Value) -> Option<(String, String, String)> {
     if let (toml::Value::Table(a), toml::Value::Table(b)) = (a, b) {
-        let keys = a.keys().chain(b.keys().filter(|key| !a.contains_key(*key)));
-        return keys.into_iter().find_map(|key| {
+        let shown = |side: Option<&toml::Value>| side.map_or("(none)".to_string(), |v| v.to_string());
+        let mut keys = a.keys().chain(b.keys().filter(|key| !a.contains_key(*key)));
+        return keys.find_map(|key| {
             let path = if prefix.is_empty() { key.clone() } else { format!("{prefix}.{key}") };
-            let shown = |side: Option<&toml::Value>| side.map_or("(none)".to_string(), |v| v.to_string());
             match (a.get(key), b.get(key)) {
                 (Some(x), Some(y)) => first_difference_in(&path, x, y),
                 (x, y) => Some((path, shown(x), shown(y))),
