@@ -160,9 +160,8 @@ pub fn run(args: TrainArgs) -> Result<ExitCode> {
             if let Some(n) = args.iterations {
                 config.rl.iterations = n;
             }
-            config.validate()?;
             // A config that cannot train at all is named before any folder question.
-            config.model.require_local("rlvmr train")?;
+            config.validate_for_training("rlvmr train")?;
             let out = args.out.unwrap_or_else(|| default_out(&config));
             refuse_another_run(&out, &config)?;
             (config, out, false)

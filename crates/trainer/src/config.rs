@@ -180,7 +180,7 @@ impl ModelSection {
     }
 
     /// Refuses a served model where weights are needed (`what`: the command).
-    pub fn require_local(&self, what: &str) -> Result<()> {
+    fn require_local(&self, what: &str) -> Result<()> {
         if self.is_served() {
             return Err(TrainerError::value(
                 "model.backend",
@@ -822,6 +822,13 @@ impl RunConfig {
     /// temperature).
     pub fn old_logprobs_from_sampler(&self) -> bool {
         self.rl.old_logprobs == OldLogprobs::Sampler && !self.model.quantized_decode && self.rollout.temperature > 0.0
+    }
+
+    /// [`validate`](Self::validate), then refuses a served model: the checks of a command
+    /// (`what`) that trains the weights, in the order their errors are named.
+    pub fn validate_for_training(&self, what: &str) -> Result<()> {
+        self.validate()?;
+        self.model.require_local(what)
     }
 
     /// Refuses impossible values, naming the key.

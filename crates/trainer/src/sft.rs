@@ -393,8 +393,7 @@ pub fn run(
     out: &Path,
     resume: Option<&Path>,
 ) -> Result<(SftReport, Option<Summary>)> {
-    config.validate()?;
-    config.model.require_local("rlvmr sft")?;
+    config.validate_for_training("rlvmr sft")?;
     let samples = read_samples(&config.sft.data)?;
     let provider = config.open_env()?;
     let (model, tokenizer) = initial_model(config, &samples, resume)?;

@@ -418,16 +418,14 @@ fn evaluate_model(
 
 /// Runs (or with `resume`, continues) `rlvmr train` into `out` on the config's environment.
 pub fn train(config: &RunConfig, out: &Path, resume: bool) -> Result<RlReport> {
-    config.validate()?;
-    config.model.require_local("rlvmr train")?;
+    config.validate_for_training("rlvmr train")?;
     let provider = config.open_env()?;
     train_on(config, provider.as_ref(), out, resume)
 }
 
 /// [`train`] on a given environment provider.
 pub fn train_on(config: &RunConfig, provider: &dyn EnvProvider, out: &Path, resume: bool) -> Result<RlReport> {
-    config.validate()?;
-    config.model.require_local("rlvmr train")?;
+    config.validate_for_training("rlvmr train")?;
     let dir = RunDir::create(out, config)?;
     let checkpoint = if resume { latest_checkpoint(out)? } else { None };
     if resume && checkpoint.is_none() {
