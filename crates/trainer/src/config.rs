@@ -516,6 +516,20 @@ pub enum OldLogprobs {
     Recompute,
 }
 
+/// Which training games RL draws its groups from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RlGames {
+    /// Every training game of the level, as the authors' code draws them.
+    #[default]
+    All,
+    /// Only the training games whose expert may win inside `env.max_steps`
+    /// ([`crate::envs::EnvProvider::expert_may_fit`]: ScienceWorld's recorded gold-path
+    /// lengths; every ALFWorld game fits). A game no rollout can win in time gives its group
+    /// no outcome advantage, so its update comes from the process rewards alone.
+    Fitting,
+}
+
 /// `rl.init` naming the whole pipeline: cold start and SFT first, then RL from SFT's model.
 pub const COLDSTART_INIT: &str = "coldstart";
 
@@ -531,6 +545,8 @@ pub struct RlSection {
     pub iterations: usize,
     /// Training games per iteration; each is played `rollout.group_size` times.
     pub tasks_per_iter: usize,
+    /// The training games the iterations draw from: `all` or `fitting`.
+    pub games: RlGames,
     /// Passes over an iteration's step samples.
     pub ppo_epochs: usize,
     /// Step samples per optimizer step (the loss is the token mean over them).
@@ -593,6 +609,7 @@ impl Default for RlSection {
             init: String::new(),
             iterations: 100,
             tasks_per_iter: 16,
+            games: RlGames::All,
             ppo_epochs: 1,
             mini_batch: 256,
             micro_batch: 8,
@@ -798,17 +815,14 @@ impl RunConfig {
 
     /// Every key with its value, as TOML (what a run writes as `config.toml`).
     pub fn to_toml(&self) -> Result<String> {
-        toml::to_string(self)
-            .map_err(|e| TrainerError::context("cannot write the config as TOML", e))
+        toml::to_string(self).map_err(not_toml)
     }
 
     /// The first key (dotted, in the order of TOML's tables) whose value differs between
     /// `self` and `other`, with both values as TOML: what keeps a run from landing in a
     /// folder made by another.
     pub fn first_difference(&self, other: &RunConfig) -> Result<Option<(String, String, String)>> {
-        let table = |config: &RunConfig| {
-            toml::Value::try_from(config).map_err(|e| TrainerError::context("cannot write the config as TOML", e))
-        };
+        let table = |config: &RunConfig| toml::Value::try_from(config).map_err(not_toml);
         Ok(first_difference_in("", &table(self)?, &table(other)?))
     }
 
@@ -974,6 +988,11 @@ pub fn learning_rate(step: usize, total: usize, warmup: usize, peak: f64) -> f64
 
 /// [`RunConfig::first_difference`] below the key `prefix`: tables key by key, anything else
 /// by value (a key one side lacks shows as `(none)`).
+/// A config that serde cannot write as TOML.
+fn not_toml(e: toml::ser::Error) -> TrainerError {
+    TrainerError::context("cannot write the config as TOML", e)
+}
+
 fn first_difference_in(prefix: &str, a: &toml::Value, b: &toml::Value) -> Option<(String, String, String)> {
     if let (toml::Value::Table(a), toml::Value::Table(b)) = (a, b) {
         let shown = |side: Option<&toml::Value>| side.map_or("(none)".to_string(), |v| v.to_string());
@@ -1055,6 +1074,9 @@ mod tests {
         assert!(err("[env]\nsplit = \"L9\"\n").contains("env.split"));
         assert!(err("[rl]\neval_levels = [\"L0\", \"L3\"]\n").contains("rl.eval_levels"));
         assert!(err("[rl]\nper_level = true\n").contains("rl.per_level"));
+        let games = err("[rl]\ngames = \"winnable\"\n");
+        assert!(games.contains("games") && games.contains("winnable") && games.contains("line 2"), "{games}");
+        assert_eq!(RunConfig::from_toml("[rl]\ngames = \"fitting\"\n").unwrap().rl.games, RlGames::Fitting);
         let protocol = err("[env]\nprotocol = \"loose\"\n");
         assert!(protocol.contains("protocol") && protocol.contains("loose") && protocol.contains("line 2"), "{protocol}");
         assert!(err("[env]\nname = \"nethack\"\n").contains("env.name"));

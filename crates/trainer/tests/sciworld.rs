@@ -270,3 +270,23 @@ fn an_aliased_tested_object_is_shown_and_commanded_by_its_alias_and_the_expert_s
         assert!(!step.prompt.contains(&name) && !step.next_observation.contains(&name), "{name} in step {}", step.step);
     }
 }
+
+#[test]
+fn rl_draws_every_training_variation_or_only_those_whose_gold_path_fits() {
+    use trainer::config::RlGames;
+    let l0 = open_env("sciworld", "L0", None, false).unwrap();
+    let mut config = trainer::RunConfig::default();
+    config.env.max_steps = 30;
+    let all = trainer::rl::rl_train_tasks(l0.as_ref(), &config);
+    assert_eq!(all, l0.train_tasks(), "all: the authors' draw");
+    config.rl.games = RlGames::Fitting;
+    let fitting = trainer::rl::rl_train_tasks(l0.as_ref(), &config);
+    // docs/sciworld.md: 1809 of the 3322 training variations have a gold path under 30 steps.
+    assert_eq!((all.len(), fitting.len()), (3322, 1809));
+    assert!(fitting.iter().all(|t| l0.expert_may_fit(t, 30)));
+    let kept = types(&fitting);
+    assert!(kept.contains("find-animal") && kept.contains("test-conductivity"));
+    assert!(!kept.iter().any(|t| t.starts_with("inclined-plane") || t.starts_with("mendelian-genetics")));
+    config.env.max_steps = 1;
+    assert!(trainer::rl::rl_train_tasks(l0.as_ref(), &config).is_empty());
+}

@@ -40,7 +40,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::checkpoints::{load_model, read_state, save_checkpoint, saved_run_config, RL_STATE_FILE, RUN_CONFIG_FILE};
 use crate::collector::{collect, grouped_specs, mix};
-use crate::config::{RunConfig, COLDSTART_INIT};
+use crate::config::{RlGames, RunConfig, COLDSTART_INIT};
 use crate::envs::EnvProvider;
 use crate::error::{Result, TrainerError};
 use crate::eval::{eval_tasks, evaluate, Evaluation};
@@ -89,6 +89,15 @@ pub fn draw_tasks(tasks: &[TaskRef], seed: u64, position: usize, count: usize) -
         }
     }
     out
+}
+
+/// The training games the iterations draw from (`rl.games`), in the provider's order.
+pub fn rl_train_tasks(provider: &dyn EnvProvider, config: &RunConfig) -> Vec<TaskRef> {
+    let tasks = provider.train_tasks();
+    match config.rl.games {
+        RlGames::All => tasks,
+        RlGames::Fitting => tasks.into_iter().filter(|task| provider.expert_may_fit(task, config.env.max_steps)).collect(),
+    }
 }
 
 /// The checkpoint folder of iteration `n`.
@@ -470,9 +479,10 @@ pub fn train_on(config: &RunConfig, provider: &dyn EnvProvider, out: &Path, resu
         }
     }
 
-    let train_tasks = provider.train_tasks();
+    let train_tasks = rl_train_tasks(provider, config);
     if train_tasks.is_empty() {
-        return Err(TrainerError::Invalid(format!("{} {} has no training tasks", config.env.name, config.env.split)));
+        let which = if config.rl.games == RlGames::Fitting { " that fit in env.max_steps (rl.games = \"fitting\")" } else { "" };
+        return Err(TrainerError::Invalid(format!("{} {} has no training tasks{which}", config.env.name, config.env.split)));
     }
     let eval_envs = eval_providers(config, provider)?;
     let from_sampler = config.old_logprobs_from_sampler();
