@@ -986,13 +986,13 @@ pub fn learning_rate(step: usize, total: usize, warmup: usize, peak: f64) -> f64
     peak * 0.5 * (1.0 + (std::f64::consts::PI * progress).cos())
 }
 
-/// [`RunConfig::first_difference`] below the key `prefix`: tables key by key, anything else
-/// by value (a key one side lacks shows as `(none)`).
 /// A config that serde cannot write as TOML.
 fn not_toml(e: toml::ser::Error) -> TrainerError {
     TrainerError::context("cannot write the config as TOML", e)
 }
 
+/// [`RunConfig::first_difference`] below the key `prefix`: tables key by key, anything else
+/// by value (a key one side lacks shows as `(none)`).
 fn first_difference_in(prefix: &str, a: &toml::Value, b: &toml::Value) -> Option<(String, String, String)> {
     if let (toml::Value::Table(a), toml::Value::Table(b)) = (a, b) {
         let shown = |side: Option<&toml::Value>| side.map_or("(none)".to_string(), |v| v.to_string());
