@@ -277,10 +277,10 @@ fn rl_draws_every_training_variation_or_only_those_whose_gold_path_fits() {
     let l0 = open_env("sciworld", "L0", None, false).unwrap();
     let mut config = trainer::RunConfig::default();
     config.env.max_steps = 30;
-    let all = trainer::rl::rl_train_tasks(l0.as_ref(), &config);
+    let all = trainer::rl::training_tasks(l0.as_ref(), &config);
     assert_eq!(all, l0.train_tasks(), "all: the authors' draw");
     config.rl.games = RlGames::Fitting;
-    let fitting = trainer::rl::rl_train_tasks(l0.as_ref(), &config);
+    let fitting = trainer::rl::training_tasks(l0.as_ref(), &config);
     // docs/sciworld.md: 1809 of the 3322 training variations have a gold path under 30 steps.
     assert_eq!((all.len(), fitting.len()), (3322, 1809));
     assert!(fitting.iter().all(|t| l0.expert_may_fit(t, 30)));
@@ -288,5 +288,5 @@ fn rl_draws_every_training_variation_or_only_those_whose_gold_path_fits() {
     assert!(kept.contains("find-animal") && kept.contains("test-conductivity"));
     assert!(!kept.iter().any(|t| t.starts_with("inclined-plane") || t.starts_with("mendelian-genetics")));
     config.env.max_steps = 1;
-    assert!(trainer::rl::rl_train_tasks(l0.as_ref(), &config).is_empty());
+    assert!(trainer::rl::training_tasks(l0.as_ref(), &config).is_empty());
 }

@@ -92,7 +92,7 @@ pub fn draw_tasks(tasks: &[TaskRef], seed: u64, position: usize, count: usize) -
 }
 
 /// The training games the iterations draw from (`rl.games`), in the provider's order.
-pub fn rl_train_tasks(provider: &dyn EnvProvider, config: &RunConfig) -> Vec<TaskRef> {
+pub fn training_tasks(provider: &dyn EnvProvider, config: &RunConfig) -> Vec<TaskRef> {
     let tasks = provider.train_tasks();
     match config.rl.games {
         RlGames::All => tasks,
@@ -479,7 +479,7 @@ pub fn train_on(config: &RunConfig, provider: &dyn EnvProvider, out: &Path, resu
         }
     }
 
-    let train_tasks = rl_train_tasks(provider, config);
+    let train_tasks = training_tasks(provider, config);
     if train_tasks.is_empty() {
         let which = if config.rl.games == RlGames::Fitting { " that fit in env.max_steps (rl.games = \"fitting\")" } else { "" };
         return Err(TrainerError::Invalid(format!("{} {} has no training tasks{which}", config.env.name, config.env.split)));
