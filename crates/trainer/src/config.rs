@@ -11,7 +11,7 @@ use rlvmr_core::{AdvantageConfig, RewardConfig, PromptConfig, Validity};
 use serde::{Deserialize, Serialize};
 
 use crate::collector::{CollectorOptions, DEFAULT_MAX_STEPS};
-use crate::envs::{open_env, EnvProvider, Protocol};
+use crate::envs::{open_env_aliasing, EnvProvider, Protocol};
 use crate::error::{Result, TrainerError};
 use crate::policies::ModelPolicyOptions;
 use crate::served::policy::ServedSampling;
@@ -82,6 +82,10 @@ pub struct EnvSection {
     /// ScienceWorld only: the conductivity tasks' tested object shown as `tested object`,
     /// the name the commands use too (`SciworldProvider::alias_tested_object`).
     pub tested_object_alias: bool,
+    /// ScienceWorld only: the conductivity tasks' three wires shown as `left wire`, `middle
+    /// wire`, `right wire` in the order the table lists them, the names the commands use too
+    /// (`SciworldProvider::alias_wires`).
+    pub wire_alias: bool,
 }
 
 impl Default for EnvSection {
@@ -94,6 +98,7 @@ impl Default for EnvSection {
             validity: Validity::Strict,
             protocol: Protocol::Published,
             tested_object_alias: false,
+            wire_alias: false,
         }
     }
 }
@@ -787,7 +792,8 @@ impl RunConfig {
 
     /// Opens the configured environment (its data included) at `level`.
     pub fn open_level(&self, level: &str) -> Result<Box<dyn EnvProvider>> {
-        open_env(&self.env.name, level, self.env.data.as_deref(), self.env.tested_object_alias)
+        let env = &self.env;
+        open_env_aliasing(&env.name, level, env.data.as_deref(), env.tested_object_alias, env.wire_alias)
     }
 
     /// Reads, parses and validates a config file.
@@ -870,6 +876,12 @@ impl RunConfig {
             return Err(TrainerError::value(
                 "env.tested_object_alias",
                 format!("names ScienceWorld's conductivity tasks' tested object; env.name is {:?}", self.env.name),
+            ));
+        }
+        if self.env.wire_alias && self.env.name != "sciworld" {
+            return Err(TrainerError::value(
+                "env.wire_alias",
+                format!("names ScienceWorld's conductivity tasks' wires; env.name is {:?}", self.env.name),
             ));
         }
         if self.prompt.task_line != rlvmr_core::TaskLine::First && !self.prompt.compact {
@@ -1087,6 +1099,8 @@ mod tests {
         let box_line = err("[prompt]\ncompact = true\nbox_line = \"choice\"\n");
         assert!(box_line.contains("prompt.box_line") && box_line.contains("sciworld"), "{box_line}");
         assert!(err("[env]\ntested_object_alias = true\n").contains("env.tested_object_alias"));
+        assert!(err("[env]\nwire_alias = true\n").contains("env.wire_alias"));
+        assert!(RunConfig::from_toml("[env]\nname = \"sciworld\"\nwire_alias = true\n").unwrap().env.wire_alias);
         RunConfig::from_toml("[env]\nname = \"sciworld\"\ntested_object_alias = true\n").unwrap();
         assert!(err("[sft]\nlr = 0.0\n").contains("sft.lr"));
         assert!(err("[sft]\nwarmup_ratio = 2.0\n").contains("sft.warmup_ratio"));

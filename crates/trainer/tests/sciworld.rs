@@ -271,6 +271,34 @@ fn an_aliased_tested_object_is_shown_and_commanded_by_its_alias_and_the_expert_s
     }
 }
 
+/// With the wires aliased, the conductivity tasks' wires are `left wire`, `middle wire` and
+/// `right wire` in everything the agent reads once the workshop is in view, the expert's
+/// circuit takes them up in that order, every connection is made and the episode is won.
+#[test]
+fn aliased_wires_are_shown_and_commanded_by_their_aliases_and_close_the_circuit() {
+    let provider = trainer::envs::open_env_aliasing("sciworld", "L0", None, true, true).unwrap();
+    let task = first_test_task(provider.as_ref(), "test-conductivity");
+    let mut expert = provider.expert(Detours::default(), rlvmr_core::OutputStyle::Tagged).unwrap();
+    let run = collect(provider.as_ref(), expert.as_mut(), &grouped_specs(std::slice::from_ref(&task), 1, 0), &options(30)).unwrap();
+    let episode = &run.episodes[0];
+    assert!(episode.won && episode.error.is_none(), "{:?}", episode.error);
+    let actions: Vec<&str> = episode.steps.iter().map(|s| s.action.as_str()).collect();
+    let connections: Vec<_> = episode.steps.iter().filter(|s| s.action.starts_with("connect ")).collect();
+    assert_eq!(connections.len(), 6, "{actions:?}");
+    assert!(connections.iter().all(|s| s.next_observation.contains("now connected")), "{actions:?}");
+    assert!(connections[0].action.contains("left wire") && connections[1].action.contains("middle wire"), "{actions:?}");
+    assert!(connections[3].action.contains("right wire"), "{actions:?}");
+    // No colour of a wire anywhere the agent reads.
+    let colours = ["black", "blue", "green", "orange", "red", "violet", "yellow"].map(|c| format!("{c} wire"));
+    for step in &episode.steps {
+        let admissible = step.admissible_actions.as_deref().unwrap_or(&[]).join("\n");
+        for text in [&step.prompt, &step.next_observation, &admissible] {
+            assert!(!colours.iter().any(|c| text.contains(c.as_str())), "step {}: {text}", step.step);
+        }
+    }
+    assert!(episode.steps.iter().any(|s| s.prompt.contains("a left wire, a middle wire")), "the table's wires are not shown aliased");
+}
+
 #[test]
 fn rl_draws_every_training_variation_or_only_those_whose_gold_path_fits() {
     use trainer::config::RlGames;

@@ -24,6 +24,18 @@ pub const ENV_NAMES: [&str; 2] = ["alfworld", "sciworld"];
 /// ALFWorld files are (see [`AlfworldData::open_default`]); `alias_tested_object` is
 /// ScienceWorld's (see [`SciworldProvider::alias_tested_object`]).
 pub fn open_env(env: &str, split: &str, data: Option<&Path>, alias_tested_object: bool) -> Result<Box<dyn EnvProvider>> {
+    open_env_aliasing(env, split, data, alias_tested_object, false)
+}
+
+/// [`open_env`], with ScienceWorld's conductivity wires aliased too
+/// ([`SciworldProvider::alias_wires`]).
+pub fn open_env_aliasing(
+    env: &str,
+    split: &str,
+    data: Option<&Path>,
+    alias_tested_object: bool,
+    alias_wires: bool,
+) -> Result<Box<dyn EnvProvider>> {
     match env {
         "alfworld" => {
             let level = Level::from_name(split).ok_or_else(|| TrainerError::UnknownSplit {
@@ -36,7 +48,11 @@ pub fn open_env(env: &str, split: &str, data: Option<&Path>, alias_tested_object
             };
             Ok(Box::new(AlfworldProvider::new(data, level)))
         }
-        "sciworld" => Ok(Box::new(SciworldProvider::open(split)?.alias_tested_object(alias_tested_object))),
+        "sciworld" => Ok(Box::new(
+            SciworldProvider::open(split)?
+                .alias_tested_object(alias_tested_object)
+                .alias_wires(alias_wires),
+        )),
         other => Err(TrainerError::UnknownEnv(other.into())),
     }
 }

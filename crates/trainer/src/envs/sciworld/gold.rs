@@ -60,6 +60,9 @@ struct PathOptions {
     alias: bool,
     /// A path longer than this is cut to its first this many actions (an opening).
     cut_at: Option<usize>,
+    /// Paths name a conductivity circuit's wires by [`super::rename::WIRE_ALIASES`] in the
+    /// order they take them up, as a wire-aliasing environment takes them.
+    alias_wires: bool,
 }
 
 /// One episode's gold path, annotator and mistake plan.
@@ -109,6 +112,15 @@ impl GoldPolicy {
     /// environment shows the alias and turns it back into the name).
     pub fn alias_tested_object(mut self, alias: bool) -> Self {
         self.paths.alias = alias;
+        self
+    }
+
+    /// Plays the paths with a circuit's wires named by [`super::rename::WIRE_ALIASES`], the
+    /// first wire the path takes up `left wire` and so on (the environment turns the aliases
+    /// into the wires in the order the room lists them: another choice of the same
+    /// interchangeable wires, the same circuit).
+    pub fn alias_wires(mut self, alias: bool) -> Self {
+        self.paths.alias_wires = alias;
         self
     }
 
@@ -290,8 +302,12 @@ fn gold_path(oracle: &mut GoldOracle, spec: &EpisodeSpec, options: PathOptions) 
         }
         None => oracle.with_plain_names(&task, variation, path),
     };
-    let (path, _plain) =
+    let (mut path, _plain) =
         plain.map_err(|e| TrainerError::context(format!("plain names in the gold path of {task} {variation}"), e))?;
+    if options.alias_wires {
+        let aliases = super::rename::wire_aliases(&super::rename::wires_named(&path.join("\n")));
+        path = path.iter().map(|action| rename_all(action, &aliases)).collect();
+    }
     if !options.alias {
         return Ok(path);
     }

@@ -34,6 +34,8 @@ pub struct SciworldProvider {
     idle: Idle,
     /// The conductivity tasks' tested object shown as [`rename::TESTED_OBJECT_ALIAS`].
     alias_tested_object: bool,
+    /// The conductivity tasks' wires shown as [`rename::WIRE_ALIASES`].
+    alias_wires: bool,
 }
 
 impl SciworldProvider {
@@ -50,6 +52,7 @@ impl SciworldProvider {
             config,
             idle: Arc::new(Mutex::new(Vec::new())),
             alias_tested_object: false,
+            alias_wires: false,
         })
     }
 
@@ -61,6 +64,17 @@ impl SciworldProvider {
     /// copy a name it has never written.
     pub fn alias_tested_object(mut self, alias: bool) -> Self {
         self.alias_tested_object = alias;
+        self
+    }
+
+    /// With `alias`, episodes of the conductivity tasks show the workshop's three wires as
+    /// [`rename::WIRE_ALIASES`] (`left wire`, `middle wire`, `right wire` in the order the
+    /// table lists them) in every text from the first look that shows them, and commands
+    /// naming an alias reach the simulator with the wire's colour; the expert plays the same
+    /// way. The wires are interchangeable, and a small model does not copy the right colour
+    /// out of a room line full of colours (boxes, bulbs, wires).
+    pub fn alias_wires(mut self, alias: bool) -> Self {
+        self.alias_wires = alias;
         self
     }
 
@@ -138,6 +152,7 @@ impl EnvProvider for SciworldProvider {
                 .giving_up_at(detours.give_up_at)
                 .cutting_at(detours.cut_at)
                 .alias_tested_object(self.alias_tested_object)
+                .alias_wires(self.alias_wires)
                 .replying(style),
         ))
     }
@@ -165,6 +180,7 @@ impl EnvProvider for SciworldProvider {
             task: name,
             variation,
             alias_tested_object: self.alias_tested_object,
+            alias_wires: self.alias_wires,
             aliases: Vec::new(),
             shown_task: String::new(),
         }))
@@ -178,6 +194,7 @@ struct PooledEnv {
     task: String,
     variation: usize,
     alias_tested_object: bool,
+    alias_wires: bool,
     /// This episode's (name, alias) pairs: what the agent is shown instead of a name.
     aliases: Vec<(String, String)>,
     /// The task description as the agent is shown it.
@@ -210,6 +227,18 @@ impl PooledEnv {
         step
     }
 
+    /// With wire aliases asked for in a conductivity task and none found yet: the wires of
+    /// the agent's room (a look, which does not act), aliased once all three are in view.
+    fn find_wires(&mut self) -> Result<(), EnvError> {
+        let wanted = self.alias_wires && self.shown_task.contains("electrically conductive");
+        if !wanted || self.aliases.iter().any(|(_, alias)| rename::WIRE_ALIASES.contains(&alias.as_str())) {
+            return Ok(());
+        }
+        let look = self.env()?.look().map_err(|e| EnvError(e.to_string()))?;
+        self.aliases.extend(rename::wire_aliases(&rename::wires_named(&look)));
+        Ok(())
+    }
+
     /// `command` with each alias the agent wrote turned back into the simulator's name.
     fn to_simulator(&self, command: &str) -> String {
         let names: Vec<(String, String)> =
@@ -232,12 +261,14 @@ impl Env for PooledEnv {
             false => Vec::new(),
         };
         self.shown_task = self.shown(&description);
+        self.find_wires()?;
         Ok(self.shown_step(step))
     }
 
     fn step(&mut self, command: &str) -> Result<StepResult, EnvError> {
         let command = self.to_simulator(command);
         let step = self.env()?.step(&command)?;
+        self.find_wires()?;
         Ok(self.shown_step(step))
     }
 

@@ -95,6 +95,32 @@ fn species_permutation<const N: usize>(species: &[[&str; N]], rng: &mut impl Rng
 /// tested_object_alias` (both tasks, every variation; see [`tested_object_alias`]).
 pub const TESTED_OBJECT_ALIAS: &str = "tested object";
 
+/// What an aliasing environment calls the conductivity tasks' three wires, in the order the
+/// workshop's table lists them.
+pub const WIRE_ALIASES: [&str; 3] = ["left wire", "middle wire", "right wire"];
+
+/// The wires `text` names (`red wire`), each once, in the order it names them first.
+pub fn wires_named(text: &str) -> Vec<String> {
+    let words: Vec<&str> = text.split(|c: char| !c.is_alphanumeric()).collect();
+    let mut wires: Vec<String> = Vec::new();
+    for pair in words.windows(2).filter(|pair| pair[1] == "wire" && !pair[0].is_empty()) {
+        let wire = format!("{} wire", pair[0]);
+        if !wires.contains(&wire) && !WIRE_ALIASES.contains(&wire.as_str()) {
+            wires.push(wire);
+        }
+    }
+    wires
+}
+
+/// (wire, alias) pairs for `wires` in their order ([`WIRE_ALIASES`]); none unless there are
+/// exactly three, as on every conductivity task's table.
+pub fn wire_aliases(wires: &[String]) -> Vec<(String, String)> {
+    match wires.len() == WIRE_ALIASES.len() {
+        true => wires.iter().zip(WIRE_ALIASES).map(|(w, a)| (w.clone(), a.to_string())).collect(),
+        false => Vec::new(),
+    }
+}
+
 /// The tested object of a conductivity task (its description) and [`TESTED_OBJECT_ALIAS`],
 /// the pair an aliasing environment renames; none for other tasks, a titled book, or a
 /// description that already shows the alias.
@@ -159,6 +185,21 @@ fn made_up_word(rng: &mut impl Rng, syllables: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn three_wires_get_their_aliases_in_the_order_named() {
+        let room = "On the table is: a battery, a black wire, a green light bulb, which is off, a red wire, a yellow wire.";
+        let wires = wires_named(room);
+        assert_eq!(wires, ["black wire", "red wire", "yellow wire"]);
+        let aliases = wire_aliases(&wires);
+        assert_eq!(aliases[0], ("black wire".to_string(), "left wire".to_string()));
+        assert_eq!(aliases[2], ("yellow wire".to_string(), "right wire".to_string()));
+        assert_eq!(crate::envs::text::rename_all("connect red wire terminal 2 to anode in green light bulb", &aliases), "connect middle wire terminal 2 to anode in green light bulb");
+        // An alias is no wire of its own; two wires or four are not aliased.
+        assert_eq!(wires_named("connect left wire terminal 1 to red wire terminal 2"), ["red wire"]);
+        assert!(wire_aliases(&wires[..2]).is_empty());
+        assert!(wire_aliases(&wires_named("a black wire, a blue wire, a red wire, a copper wire")).is_empty());
+    }
     use rand::SeedableRng;
     use rand_chacha::ChaCha8Rng;
 
