@@ -305,7 +305,7 @@ fn gold_path(oracle: &mut GoldOracle, spec: &EpisodeSpec, options: PathOptions) 
     let (mut path, _plain) =
         plain.map_err(|e| TrainerError::context(format!("plain names in the gold path of {task} {variation}"), e))?;
     if options.alias_wires {
-        let aliases = super::rename::wire_aliases(&super::rename::wires_named(&path.join("\n")));
+        let aliases = super::rename::wire_aliases(&path.join("\n"));
         path = path.iter().map(|action| rename_all(action, &aliases)).collect();
     }
     if !options.alias {

@@ -229,13 +229,19 @@ impl PooledEnv {
 
     /// With wire aliases asked for in a conductivity task and none found yet: the wires of
     /// the agent's room (a look, which does not act), aliased once all three are in view.
-    fn find_wires(&mut self) -> Result<(), EnvError> {
+    /// `step` is the simulator's own: while its valid actions name no wire, none is in view
+    /// and no look is spent.
+    fn find_wires(&mut self, step: &StepResult) -> Result<(), EnvError> {
         let wanted = self.alias_wires && self.shown_task.contains("electrically conductive");
         if !wanted || self.aliases.iter().any(|(_, alias)| rename::WIRE_ALIASES.contains(&alias.as_str())) {
             return Ok(());
         }
+        let in_view = step.admissible_actions.as_ref().is_none_or(|actions| actions.iter().any(|a| a.contains(" wire")));
+        if !in_view {
+            return Ok(());
+        }
         let look = self.env()?.look().map_err(|e| EnvError(e.to_string()))?;
-        self.aliases.extend(rename::wire_aliases(&rename::wires_named(&look)));
+        self.aliases.extend(rename::wire_aliases(&look));
         Ok(())
     }
 
@@ -261,14 +267,14 @@ impl Env for PooledEnv {
             false => Vec::new(),
         };
         self.shown_task = self.shown(&description);
-        self.find_wires()?;
+        self.find_wires(&step)?;
         Ok(self.shown_step(step))
     }
 
     fn step(&mut self, command: &str) -> Result<StepResult, EnvError> {
         let command = self.to_simulator(command);
         let step = self.env()?.step(&command)?;
-        self.find_wires()?;
+        self.find_wires(&step)?;
         Ok(self.shown_step(step))
     }
 

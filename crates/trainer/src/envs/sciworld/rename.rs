@@ -100,7 +100,7 @@ pub const TESTED_OBJECT_ALIAS: &str = "tested object";
 pub const WIRE_ALIASES: [&str; 3] = ["left wire", "middle wire", "right wire"];
 
 /// The wires `text` names (`red wire`), each once, in the order it names them first.
-pub fn wires_named(text: &str) -> Vec<String> {
+fn wires_named(text: &str) -> Vec<String> {
     let words: Vec<&str> = text.split(|c: char| !c.is_alphanumeric()).collect();
     let mut wires: Vec<String> = Vec::new();
     for pair in words.windows(2).filter(|pair| pair[1] == "wire" && !pair[0].is_empty()) {
@@ -112,9 +112,11 @@ pub fn wires_named(text: &str) -> Vec<String> {
     wires
 }
 
-/// (wire, alias) pairs for `wires` in their order ([`WIRE_ALIASES`]); none unless there are
-/// exactly three, as on every conductivity task's table.
-pub fn wire_aliases(wires: &[String]) -> Vec<(String, String)> {
+/// (wire, alias) pairs for the wires `text` names, in the order it names them
+/// ([`WIRE_ALIASES`]); none unless it names exactly three, as on every conductivity task's
+/// table.
+pub fn wire_aliases(text: &str) -> Vec<(String, String)> {
+    let wires = wires_named(text);
     match wires.len() == WIRE_ALIASES.len() {
         true => wires.iter().zip(WIRE_ALIASES).map(|(w, a)| (w.clone(), a.to_string())).collect(),
         false => Vec::new(),
@@ -191,14 +193,14 @@ mod tests {
         let room = "On the table is: a battery, a black wire, a green light bulb, which is off, a red wire, a yellow wire.";
         let wires = wires_named(room);
         assert_eq!(wires, ["black wire", "red wire", "yellow wire"]);
-        let aliases = wire_aliases(&wires);
+        let aliases = wire_aliases(room);
         assert_eq!(aliases[0], ("black wire".to_string(), "left wire".to_string()));
         assert_eq!(aliases[2], ("yellow wire".to_string(), "right wire".to_string()));
         assert_eq!(crate::envs::text::rename_all("connect red wire terminal 2 to anode in green light bulb", &aliases), "connect middle wire terminal 2 to anode in green light bulb");
         // An alias is no wire of its own; two wires or four are not aliased.
         assert_eq!(wires_named("connect left wire terminal 1 to red wire terminal 2"), ["red wire"]);
-        assert!(wire_aliases(&wires[..2]).is_empty());
-        assert!(wire_aliases(&wires_named("a black wire, a blue wire, a red wire, a copper wire")).is_empty());
+        assert!(wire_aliases("a black wire, a red wire").is_empty());
+        assert!(wire_aliases("a black wire, a blue wire, a red wire, a copper wire").is_empty());
     }
     use rand::SeedableRng;
     use rand_chacha::ChaCha8Rng;
