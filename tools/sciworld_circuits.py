@@ -9,8 +9,10 @@ test-conductivity-of-unknown-substances it counts: the episodes that play a `con
 command, the share of `connect` commands the simulator carried out, the episodes whose
 circuit is whole (the battery's anode and cathode, the powered part's anode and cathode and
 the tested object's two terminals each connected to a wire), those where the powered part
-was ever on, and the wins among all and among the whole circuits. Prints a Markdown table,
-one row per file.
+was ever on, the wins among all and among the whole circuits, the episodes that move something into
+one of the task's boxes, and those whose first such box is the one the task names for what
+the room showed just before (a powered part on: conductive; none on: nonconductive), whether or not
+the circuit was whole. Prints a Markdown table, one row per file.
 """
 import re
 import sys
@@ -20,6 +22,13 @@ from trajectories import episodes, print_table
 TASKS = ("test-conductivity", "test-conductivity-of-unknown-substances")
 CONNECTED = re.compile(r"^(.*?) is now connected to (.*?)$")
 ON = re.compile(r"(light bulb|buzzer|motor), which is on")
+BOX_MOVE = re.compile(r"^move .+? (?:in|to) (\w+ box)$")
+
+
+def box_verdict(task, box):
+    """'conductive' or 'nonconductive': what the task puts into `box`, else None."""
+    m = re.search(r"If it is electrically (\w+), place it in the " + re.escape(box), task)
+    return m.group(1) if m else None
 
 
 def endpoints(feedback):
@@ -38,16 +47,23 @@ def circuit_is_whole(connected):
 
 
 def row(path):
-    counts = dict(episodes=0, wiring=0, played=0, done=0, whole=0, on=0, won=0, won_whole=0)
+    counts = dict(episodes=0, wiring=0, played=0, done=0, whole=0, on=0, won=0, won_whole=0, boxed=0, read=0)
     for episode in episodes(path):
         if episode.get("task_type") not in TASKS:
             continue
         counts["episodes"] += 1
-        connected, wired, on = set(), False, False
+        connected, wired, on, moved = set(), False, False, False
         for step in episode.get("steps", []):
             action = step.get("action") or ""
             feedback = step.get("next_observation") or ""
             on = on or bool(ON.search(feedback))
+            boxed = BOX_MOVE.match(action)
+            verdict = boxed and box_verdict(episode.get("task") or "", boxed.group(1))
+            if verdict and not moved:
+                moved = True
+                shown_on = bool(ON.search(step.get("observation") or ""))
+                counts["boxed"] += 1
+                counts["read"] += shown_on == (verdict == "conductive")
             if not action.startswith("connect "):
                 continue
             wired = True
@@ -68,11 +84,11 @@ def row(path):
 def cells(path):
     c = row(path)
     share = f"{100 * c['done'] / c['played']:.0f}% of {c['played']}" if c["played"] else "-"
-    return [str(c[key]) for key in ("episodes", "wiring")] + [share] + [str(c[key]) for key in ("whole", "on", "won", "won_whole")]
+    return [str(c[key]) for key in ("episodes", "wiring")] + [share] + [str(c[key]) for key in ("whole", "on", "won", "won_whole", "boxed", "read")]
 
 
 def main(argv):
-    columns = ["episodes", "wiring", "connects carried out", "whole circuit", "part on", "won", "won with a whole circuit"]
+    columns = ["episodes", "wiring", "connects carried out", "whole circuit", "part on", "won", "won with a whole circuit", "box moves", "box as the room showed"]
     print_table(argv, __doc__, columns, cells)
 
 

@@ -21,8 +21,15 @@ fn step(action: &str, feedback: &str) -> serde_json::Value {
     serde_json::json!({ "action": action, "next_observation": feedback })
 }
 
+/// A step whose prompt showed `observation`.
+fn after(observation: &str, action: &str, feedback: &str) -> serde_json::Value {
+    serde_json::json!({ "observation": observation, "action": action, "next_observation": feedback })
+}
+
+const BOXES: &str = "If it is electrically conductive, place it in the green box. If it is electrically nonconductive, place it in the blue box.";
+
 fn episode(task_type: &str, won: bool, steps: Vec<serde_json::Value>) -> String {
-    serde_json::json!({ "task_type": task_type, "won": won, "steps": steps }).to_string()
+    serde_json::json!({ "task_type": task_type, "task": BOXES, "won": won, "steps": steps }).to_string()
 }
 
 fn scratch(name: &str, lines: &[String]) -> PathBuf {
@@ -44,12 +51,15 @@ fn whole_circuits_and_carried_out_connects_are_counted() {
         step("connect tested object terminal 1 to red wire terminal 2", &connected("terminal 1 on tested object", "terminal 2 on red wire")),
         step("connect tested object terminal 2 to yellow wire terminal 1", &connected("terminal 2 on tested object", "terminal 1 on yellow wire")),
         step("look around", "a electric buzzer, which is on"),
-        step("move tested object to green box", "You move the tested object to the green box."),
+        after("a electric buzzer, which is on", "move tested object to green box", "You move the tested object to the green box."),
     ];
     let open = vec![
         step("connect battery anode to orange wire terminal 1", "No known action matches that input."),
         step("connect battery cathode to red wire terminal 1", &connected("cathode on battery", "terminal 1 on red wire")),
-        step("move tested object to blue box", "You move the tested object to the blue box."),
+        // The conductive box with nothing on: not the box the room showed (the second move is
+        // not counted).
+        after("a electric buzzer, which is off", "move tested object to green box", "You move the tested object to the green box."),
+        after("a electric buzzer, which is off", "move tested object to blue box", "You move the tested object to the blue box."),
     ];
     let file = scratch(
         "eval.jsonl",
@@ -64,8 +74,9 @@ fn whole_circuits_and_carried_out_connects_are_counted() {
     let table = String::from_utf8(out.stdout).unwrap();
     let row = table.lines().last().unwrap();
     // 2 episodes, both wire, 7 of 8 connects carried out, 1 whole, 1 with the part on, 2 won,
-    // 1 won with a whole circuit.
-    assert!(row.ends_with("| 2 | 2 | 88% of 8 | 1 | 1 | 2 | 1 |"), "{table}");
+    // 1 won with a whole circuit, 2 box moves (the first of each episode), 1 into the box the
+    // room showed.
+    assert!(row.ends_with("| 2 | 2 | 88% of 8 | 1 | 1 | 2 | 1 | 2 | 1 |"), "{table}");
 }
 
 #[test]
