@@ -273,14 +273,12 @@ fn an_aliased_tested_object_is_shown_and_commanded_by_its_alias_and_the_expert_s
 
 /// With the wires aliased, the conductivity tasks' wires are `left wire`, `middle wire` and
 /// `right wire` in everything the agent reads once the workshop is in view, the expert's
-/// circuit takes them up in that order, every connection is made and the episode is won;
-/// an expert reading verdicts gives the powered part's state as the box move's reason.
+/// circuit takes them up in that order, every connection is made and the episode is won.
 #[test]
 fn aliased_wires_are_shown_and_commanded_by_their_aliases_and_close_the_circuit() {
     let provider = trainer::envs::open_env_aliasing("sciworld", "L0", None, true, true).unwrap();
     let task = first_test_task(provider.as_ref(), "test-conductivity");
-    let detours = Detours { read_verdicts: true, ..Detours::default() };
-    let mut expert = provider.expert(detours, rlvmr_core::OutputStyle::Tagged).unwrap();
+    let mut expert = provider.expert(Detours::default(), rlvmr_core::OutputStyle::Tagged).unwrap();
     let run = collect(provider.as_ref(), expert.as_mut(), &grouped_specs(std::slice::from_ref(&task), 1, 0), &options(30)).unwrap();
     let episode = &run.episodes[0];
     assert!(episode.won && episode.error.is_none(), "{:?}", episode.error);
@@ -299,9 +297,6 @@ fn aliased_wires_are_shown_and_commanded_by_their_aliases_and_close_the_circuit(
         }
     }
     assert!(episode.steps.iter().any(|s| s.prompt.contains("a left wire, a middle wire")), "the table's wires are not shown aliased");
-    let boxed = episode.steps.iter().find(|s| s.action.starts_with("move tested object to")).expect("a box move");
-    let verdict_read = ["which is on, shows it is electrically conductive", "which is off, shows it is electrically nonconductive"];
-    assert!(verdict_read.iter().any(|v| boxed.output.contains(v)), "{}", boxed.output);
 }
 
 #[test]

@@ -48,8 +48,6 @@ pub struct GoldPolicy {
     /// The cold start's step limit: episodes whose gold path is this long are given up.
     give_up_at: Option<usize>,
     paths: PathOptions,
-    /// The conductivity tasks' box moves give the verdict ([`SciSituation::reading_verdicts`]).
-    reads_verdicts: bool,
 }
 
 /// How a gold path is made playable.
@@ -77,7 +75,6 @@ struct Slot {
     mistake_at: Option<usize>,
     /// The mistake played at the previous step, if any.
     mistake: Option<SciMistake>,
-    reads_verdicts: bool,
     /// Commands that undo a mistake, played before the gold path goes on.
     corrections: VecDeque<String>,
     last_action: String,
@@ -100,7 +97,6 @@ impl GoldPolicy {
             slots: HashMap::new(),
             give_up_at: None,
             paths: PathOptions { teleport, ..PathOptions::default() },
-            reads_verdicts: false,
         })
     }
 
@@ -136,13 +132,6 @@ impl GoldPolicy {
         self
     }
 
-    /// Gives each conductivity task's box move the verdict its circuit showed as its reason
-    /// ([`SciSituation::reading_verdicts`]).
-    pub fn reading_verdicts(mut self, reads: bool) -> Self {
-        self.reads_verdicts = reads;
-        self
-    }
-
     /// Replies in `style` (`<think>` demonstrations for the published baselines).
     pub fn replying(mut self, style: OutputStyle) -> Self {
         self.style = style;
@@ -151,7 +140,7 @@ impl GoldPolicy {
 }
 
 impl Slot {
-    fn new(path: Vec<String>, spec: &EpisodeSpec, mistake_fraction: f64, reads_verdicts: bool) -> Slot {
+    fn new(path: Vec<String>, spec: &EpisodeSpec, mistake_fraction: f64) -> Slot {
         let mut rng = ChaCha8Rng::seed_from_u64(spec.rollout_seed);
         // Early, and inside the path (short paths get theirs before the end).
         let latest = FIRST_MISTAKE_STEPS.min(path.len().saturating_sub(1)).max(1);
@@ -165,7 +154,6 @@ impl Slot {
             rng,
             mistake_at,
             mistake: None,
-            reads_verdicts,
             corrections: VecDeque::new(),
             last_action: String::new(),
         }
@@ -173,10 +161,7 @@ impl Slot {
 
     fn act(&mut self, turn: &Turn, style: OutputStyle) -> Result<Reply, String> {
         match self.situation.as_mut() {
-            None => {
-                let situation = SciSituation::new(turn.task, turn.observation);
-                self.situation = Some(situation.reading_verdicts(self.reads_verdicts));
-            }
+            None => self.situation = Some(SciSituation::new(turn.task, turn.observation)),
             Some(situation) => situation.update(&self.last_action, turn.observation),
         }
         let previous = self.mistake.take();
@@ -344,7 +329,7 @@ impl GoldPolicy {
             )));
         }
         self.slots
-            .insert(slot, Slot::new(path, spec, self.mistake_fraction, self.reads_verdicts));
+            .insert(slot, Slot::new(path, spec, self.mistake_fraction));
         Ok(())
     }
 }
