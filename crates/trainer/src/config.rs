@@ -362,10 +362,6 @@ pub struct ColdstartSection {
     /// a made-up name, a find task's species are permuted), so the model learns to copy the
     /// name the task or the room gives. trajectories.jsonl keeps the played names.
     pub rename_fraction: f64,
-    /// ScienceWorld: the conductivity tasks' demonstrations give the verdict as the reason
-    /// of their move into a box, read off the powered part ("The red light bulb, which is
-    /// on, shows it is electrically conductive, so I place it in the green box.").
-    pub verdict_reason: bool,
     /// Who writes each step's tag and reason: `builtin` (rule-based) or `openai`: a served
     /// teacher (`[coldstart.teacher]`) with the actions fixed, as published; its rejected
     /// steps keep the built-in annotation.
@@ -389,7 +385,6 @@ impl Default for ColdstartSection {
             mistake_fraction: 0.25,
             appliance_search: 0.0,
             rename_fraction: 0.0,
-            verdict_reason: false,
             annotator: "builtin".into(),
             teacher: ServerSection {
                 logprobs: false,
@@ -883,12 +878,6 @@ impl RunConfig {
                 format!("names ScienceWorld's conductivity tasks' tested object; env.name is {:?}", self.env.name),
             ));
         }
-        if self.coldstart.verdict_reason && self.env.name != "sciworld" {
-            return Err(TrainerError::value(
-                "coldstart.verdict_reason",
-                format!("reasons ScienceWorld's conductivity verdicts; env.name is {:?}", self.env.name),
-            ));
-        }
         if self.env.wire_alias && self.env.name != "sciworld" {
             return Err(TrainerError::value(
                 "env.wire_alias",
@@ -1112,7 +1101,6 @@ mod tests {
         assert!(err("[env]\ntested_object_alias = true\n").contains("env.tested_object_alias"));
         assert!(err("[env]\nwire_alias = true\n").contains("env.wire_alias"));
         assert!(RunConfig::from_toml("[env]\nname = \"sciworld\"\nwire_alias = true\n").unwrap().env.wire_alias);
-        assert!(err("[coldstart]\nverdict_reason = true\n").contains("coldstart.verdict_reason"));
         RunConfig::from_toml("[env]\nname = \"sciworld\"\ntested_object_alias = true\n").unwrap();
         assert!(err("[sft]\nlr = 0.0\n").contains("sft.lr"));
         assert!(err("[sft]\nwarmup_ratio = 2.0\n").contains("sft.warmup_ratio"));

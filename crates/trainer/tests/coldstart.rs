@@ -131,7 +131,7 @@ fn think_style_demonstrations_carry_the_same_steps_and_reasons_in_think_blocks()
 fn demonstrations_searching_for_the_appliance_explore_with_the_object_and_stay_on_l2_types() {
     let provider = common::alfworld("L2");
     let options = CollectorOptions::default();
-    let detours = Detours { mistake_fraction: 0.0, appliance_search: 1.0, give_up_at: None, cut_at: None, read_verdicts: false };
+    let detours = Detours { mistake_fraction: 0.0, appliance_search: 1.0, give_up_at: None, cut_at: None };
     let searching = coldstart(provider.as_ref(), 40, 0, detours, Protocol::Strict, 5, &options, None).unwrap();
     let direct = coldstart(provider.as_ref(), 40, 0, Detours::mistakes(0.0), Protocol::Strict, 5, &options, None).unwrap();
     let mut with_appliance = 0;

@@ -299,30 +299,6 @@ fn aliased_wires_are_shown_and_commanded_by_their_aliases_and_close_the_circuit(
     assert!(episode.steps.iter().any(|s| s.prompt.contains("a left wire, a middle wire")), "the table's wires are not shown aliased");
 }
 
-/// An expert reading verdicts wires the powered part last, looks at it before the box and
-/// gives its state and the verdict as the box move's reason; the episode is still won.
-#[test]
-fn an_expert_reading_verdicts_looks_at_the_part_it_wired_last_and_says_what_it_shows() {
-    let provider = trainer::envs::open_env_aliasing("sciworld", "L0", None, true, true).unwrap();
-    let task = first_test_task(provider.as_ref(), "test-conductivity");
-    let detours = Detours { read_verdicts: true, ..Detours::default() };
-    let mut expert = provider.expert(detours, rlvmr_core::OutputStyle::Tagged).unwrap();
-    let run = collect(provider.as_ref(), expert.as_mut(), &grouped_specs(std::slice::from_ref(&task), 1, 0), &options(30)).unwrap();
-    let episode = &run.episodes[0];
-    assert!(episode.won && episode.error.is_none(), "{:?}", episode.error);
-    let actions: Vec<&str> = episode.steps.iter().map(|s| s.action.as_str()).collect();
-    let connections: Vec<&str> = actions.iter().copied().filter(|a| a.starts_with("connect ")).collect();
-    assert_eq!(connections.len(), 6, "{actions:?}");
-    let part_wiring = |a: &str| (a.contains("anode in ") || a.contains("cathode in ")) && !a.contains("in battery");
-    assert!(connections[4..].iter().all(|a| part_wiring(a)), "{actions:?}");
-    let boxed = episode.steps.iter().position(|s| s.action.starts_with("move tested object to")).expect("a box move");
-    let look = &episode.steps[boxed - 1];
-    assert!(look.action.starts_with("look at ") && look.next_observation.contains(", which is o"), "{actions:?} {}", look.next_observation);
-    let verdict_read = ["which is on, shows it is electrically conductive", "which is off, shows it is electrically nonconductive"];
-    let output = &episode.steps[boxed].output;
-    assert!(verdict_read.iter().any(|v| output.contains(v)), "{output}");
-}
-
 #[test]
 fn rl_draws_every_training_variation_or_only_those_whose_gold_path_fits() {
     use trainer::config::RlGames;

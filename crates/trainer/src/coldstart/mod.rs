@@ -278,7 +278,6 @@ pub fn run(config: &RunConfig, out: &Path) -> Result<Coldstart> {
         Detours {
             mistake_fraction: c.mistake_fraction,
             appliance_search: c.appliance_search,
-            read_verdicts: c.verdict_reason,
             ..Detours::default()
         },
         config.env.protocol,

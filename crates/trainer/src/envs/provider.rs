@@ -85,9 +85,6 @@ pub struct Detours {
     /// ScienceWorld only: a gold path longer than this is played up to this many actions
     /// (the cold start's openings of tasks too long to win in its step limit).
     pub cut_at: Option<usize>,
-    /// ScienceWorld only: a conductivity task's move into a box gives as its reason the
-    /// powered part's state and the verdict it shows.
-    pub read_verdicts: bool,
 }
 
 impl Detours {

@@ -208,9 +208,6 @@ pub struct SciSituation {
     last_feedback: String,
     /// Every observation so far, lower-cased: what the player could name.
     seen: String,
-    /// A conductivity task's box move gives the verdict read off the powered part
-    /// ([`SciSituation::verdict_reason`]).
-    reads_verdict: bool,
 }
 
 impl SciSituation {
@@ -223,13 +220,6 @@ impl SciSituation {
         situation.read_look(first_observation);
         situation.seen = first_observation.to_lowercase();
         situation
-    }
-
-    /// The situation of a player whose box moves in the conductivity tasks say what the
-    /// circuit showed ([`SciSituation::verdict_reason`]).
-    pub fn reading_verdicts(mut self, reads: bool) -> SciSituation {
-        self.reads_verdict = reads;
-        self
     }
 
     /// Takes in one step: the command played and the feedback it got.
@@ -337,27 +327,8 @@ impl SciSituation {
             };
             return (Tag::Explore, reason);
         }
-        if let Some(reason) = self.verdict_reason(action, path).filter(|_| self.reads_verdict) {
-            return (Tag::Monitor, reason);
-        }
         let left = path.len().saturating_sub(next);
         (Tag::Monitor, monitor_reason(action, here, left, rng))
-    }
-
-    /// For a conductivity task's move into a box: the powered part's state in the last
-    /// observation, the verdict it gives and the task's box for that verdict, in the words
-    /// of the room and of the task ("The red light bulb, which is on, shows it is
-    /// electrically conductive, so I place it in the green box."), so the model learns to
-    /// read the part before it picks a box. None for any other step, or where the part's
-    /// state and the box disagree (a circuit the path left open).
-    fn verdict_reason(&self, action: &str, path: &[String]) -> Option<String> {
-        let target = action.strip_prefix("move ")?.rsplit(" to ").next()?;
-        let verdict = box_verdict(&self.task, target)?;
-        let part = powered_part(path)?;
-        let (name, on) = part_state(&self.last_feedback, part)?;
-        let agrees = on == (verdict == "conductive");
-        let state = if on { "on" } else { "off" };
-        agrees.then(|| format!("The {name}, which is {state}, shows it is electrically {verdict}, so I place it in the {target}."))
     }
 
     fn plan_reason(&self, path: &[String], rng: &mut impl Rng) -> String {
@@ -416,52 +387,6 @@ impl SciSituation {
             _ => format!("{} leads on toward the {sought}, so I return there from the {here}.", capitalise(&format!("the {room}"))),
         }
     }
-}
-
-/// The verdict (`conductive`, `nonconductive`) for which the task puts the object in
-/// `target`: "If it is electrically conductive, place it in the green box."
-fn box_verdict<'a>(task: &'a str, target: &str) -> Option<&'a str> {
-    let placed = format!(", place it in the {target}");
-    task.split(". ").find_map(|sentence| {
-        let rest = sentence.trim().strip_prefix("If it is electrically ")?;
-        let (verdict, box_part) = rest.split_once(',')?;
-        (format!(",{box_part}").trim_end_matches('.') == placed).then_some(verdict)
-    })
-}
-
-/// The part a circuit powers (a light bulb, a buzzer, a motor): what the path connects an
-/// anode or a cathode in, other than the battery.
-pub(super) fn powered_part(path: &[String]) -> Option<&str> {
-    path.iter().filter(|a| a.starts_with("connect ")).find_map(|a| {
-        ["anode in ", "cathode in "]
-            .iter()
-            .filter_map(|pole| a.split(pole).nth(1))
-            .map(|rest| rest.split(" to ").next().unwrap_or(rest).trim())
-            .find(|part| *part != "battery")
-    })
-}
-
-/// The part's full name as `text` lists it (`electric buzzer` for `buzzer`) and whether it
-/// is on: "a electric buzzer, which is on".
-fn part_state(text: &str, part: &str) -> Option<(String, bool)> {
-    let key = format!("{part}, which is ");
-    let at = text.find(&key)?;
-    let state = &text[at + key.len()..];
-    let on = if state.starts_with("on") {
-        true
-    } else if state.starts_with("off") {
-        false
-    } else {
-        return None;
-    };
-    let item_start = ["\t", "\n", ", ", ": "]
-        .iter()
-        .filter_map(|sep| text[..at].rfind(sep).map(|i| i + sep.len()))
-        .max()
-        .unwrap_or(0);
-    let item = text[item_start..at + part.len()].trim();
-    let name = item.strip_prefix("a ").or_else(|| item.strip_prefix("an ")).unwrap_or(item);
-    Some((name.to_string(), on))
 }
 
 fn monitor_reason(action: &str, here: &str, left: usize, rng: &mut impl Rng) -> String {
@@ -703,56 +628,5 @@ mod tests {
         }
         let before_choice = plant_mistake("move seed to pot", &list(&["0"]), &valid, None, &mut rng);
         assert_eq!(before_choice, None, "the numbered choice must follow its command");
-    }
-
-    const CONDUCTIVITY: &str = "Your task is to determine if tested object is electrically conductive. The tested object is located around the kitchen. First, focus on the tested object. If it is electrically conductive, place it in the green box. If it is electrically nonconductive, place it in the blue box.";
-
-    fn workshop(buzzer: &str) -> String {
-        format!("This room is called the workshop. In it, you see: \n\tthe agent\n\ta blue box (containing nothing)\n\ta electric buzzer, which is {buzzer}\n\ta green box (containing nothing)\n\ta table. On the table is: a battery, a left wire, a red light bulb, which is off, a switch, which is off.\nYou also see:\n\tA door to the hallway (that is open)")
-    }
-
-    /// The box move's reason after a look at the workshop with the buzzer `buzzer`.
-    fn box_reason(buzzer: &str, action: &str, reads: bool) -> String {
-        let path = list(&[
-            "connect battery anode to left wire terminal 1",
-            "connect left wire terminal 2 to anode in buzzer",
-            "wait1",
-            "look around",
-            action,
-        ]);
-        let mut s = SciSituation::new(CONDUCTIVITY, &workshop("off")).reading_verdicts(reads);
-        s.update("look around", &workshop(buzzer));
-        let mut rng = ChaCha8Rng::seed_from_u64(0);
-        s.annotate(5, action, &path, 5, None, &mut rng).1
-    }
-
-    #[test]
-    fn box_moves_read_the_verdict_off_the_powered_part() {
-        assert_eq!(
-            box_reason("on", "move tested object to green box", true),
-            "The electric buzzer, which is on, shows it is electrically conductive, so I place it in the green box."
-        );
-        assert_eq!(
-            box_reason("off", "move tested object to blue box", true),
-            "The electric buzzer, which is off, shows it is electrically nonconductive, so I place it in the blue box."
-        );
-        // A box the part's state contradicts, or a player not reading verdicts: the plan's reason.
-        assert!(!box_reason("off", "move tested object to green box", true).contains("which is"));
-        assert!(!box_reason("on", "move tested object to green box", false).contains("which is"));
-    }
-
-    #[test]
-    fn the_verdict_parts_are_read_from_the_task_path_and_room() {
-        assert_eq!(box_verdict(CONDUCTIVITY, "green box"), Some("conductive"));
-        assert_eq!(box_verdict(CONDUCTIVITY, "blue box"), Some("nonconductive"));
-        assert_eq!(box_verdict(CONDUCTIVITY, "red box"), None);
-        assert_eq!(box_verdict("Your task is to boil water.", "green box"), None);
-        let path = list(&["connect battery cathode to middle wire terminal 1", "connect left wire terminal 2 to cathode in red light bulb"]);
-        assert_eq!(powered_part(&path), Some("red light bulb"));
-        assert_eq!(powered_part(&list(&["connect battery anode to left wire terminal 1"])), None);
-        let room = workshop("on");
-        assert_eq!(part_state(&room, "buzzer"), Some(("electric buzzer".to_string(), true)));
-        assert_eq!(part_state(&room, "red light bulb"), Some(("red light bulb".to_string(), false)));
-        assert_eq!(part_state(&room, "electric motor"), None);
     }
 }

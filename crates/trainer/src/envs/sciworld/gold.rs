@@ -22,7 +22,7 @@ use sciworld::{with_teleports, without_door_openings, EnvConfig, GoldOracle};
 use crate::agent::{act_in_slots, Policy, Reply, Turn};
 use crate::error::{Result, TrainerError};
 use crate::record::EpisodeSpec;
-use super::annotate::{plant_mistake, powered_part, SciMistake, SciSituation};
+use super::annotate::{plant_mistake, SciMistake, SciSituation};
 use super::game_key::parse_game;
 use crate::envs::text::rename_all;
 
@@ -48,8 +48,6 @@ pub struct GoldPolicy {
     /// The cold start's step limit: episodes whose gold path is this long are given up.
     give_up_at: Option<usize>,
     paths: PathOptions,
-    /// The conductivity tasks' box moves give the verdict ([`SciSituation::reading_verdicts`]).
-    reads_verdicts: bool,
 }
 
 /// How a gold path is made playable.
@@ -65,9 +63,6 @@ struct PathOptions {
     /// Paths name a conductivity circuit's wires by [`super::rename::WIRE_ALIASES`] in the
     /// order they take them up, as a wire-aliasing environment takes them.
     alias_wires: bool,
-    /// A circuit's powered part is wired last and looked at before the box
-    /// ([`powered_part_last`]).
-    part_last: bool,
 }
 
 /// One episode's gold path, annotator and mistake plan.
@@ -80,7 +75,6 @@ struct Slot {
     mistake_at: Option<usize>,
     /// The mistake played at the previous step, if any.
     mistake: Option<SciMistake>,
-    reads_verdicts: bool,
     /// Commands that undo a mistake, played before the gold path goes on.
     corrections: VecDeque<String>,
     last_action: String,
@@ -103,7 +97,6 @@ impl GoldPolicy {
             slots: HashMap::new(),
             give_up_at: None,
             paths: PathOptions { teleport, ..PathOptions::default() },
-            reads_verdicts: false,
         })
     }
 
@@ -139,15 +132,6 @@ impl GoldPolicy {
         self
     }
 
-    /// Gives each conductivity task's box move the verdict its circuit showed as its reason
-    /// ([`SciSituation::reading_verdicts`]), the powered part wired last and looked at just
-    /// before ([`powered_part_last`]).
-    pub fn reading_verdicts(mut self, reads: bool) -> Self {
-        self.reads_verdicts = reads;
-        self.paths.part_last = reads;
-        self
-    }
-
     /// Replies in `style` (`<think>` demonstrations for the published baselines).
     pub fn replying(mut self, style: OutputStyle) -> Self {
         self.style = style;
@@ -156,7 +140,7 @@ impl GoldPolicy {
 }
 
 impl Slot {
-    fn new(path: Vec<String>, spec: &EpisodeSpec, mistake_fraction: f64, reads_verdicts: bool) -> Slot {
+    fn new(path: Vec<String>, spec: &EpisodeSpec, mistake_fraction: f64) -> Slot {
         let mut rng = ChaCha8Rng::seed_from_u64(spec.rollout_seed);
         // Early, and inside the path (short paths get theirs before the end).
         let latest = FIRST_MISTAKE_STEPS.min(path.len().saturating_sub(1)).max(1);
@@ -170,7 +154,6 @@ impl Slot {
             rng,
             mistake_at,
             mistake: None,
-            reads_verdicts,
             corrections: VecDeque::new(),
             last_action: String::new(),
         }
@@ -178,10 +161,7 @@ impl Slot {
 
     fn act(&mut self, turn: &Turn, style: OutputStyle) -> Result<Reply, String> {
         match self.situation.as_mut() {
-            None => {
-                let situation = SciSituation::new(turn.task, turn.observation);
-                self.situation = Some(situation.reading_verdicts(self.reads_verdicts));
-            }
+            None => self.situation = Some(SciSituation::new(turn.task, turn.observation)),
             Some(situation) => situation.update(&self.last_action, turn.observation),
         }
         let previous = self.mistake.take();
@@ -328,9 +308,6 @@ fn gold_path(oracle: &mut GoldOracle, spec: &EpisodeSpec, options: PathOptions) 
         let aliases = super::rename::wire_aliases(&path.join("\n"));
         path = path.iter().map(|action| rename_all(action, &aliases)).collect();
     }
-    if options.part_last {
-        path = powered_part_last(path);
-    }
     if !options.alias {
         return Ok(path);
     }
@@ -339,26 +316,6 @@ fn gold_path(oracle: &mut GoldOracle, spec: &EpisodeSpec, options: PathOptions) 
         .map_err(|e| TrainerError::context(format!("task description of {task} {variation}"), e))?;
     let aliases: Vec<_> = super::rename::tested_object_alias(&description).into_iter().collect();
     Ok(path.iter().map(|action| rename_all(action, &aliases)).collect())
-}
-
-/// A conductivity path with the powered part's connections moved to the end of the wiring
-/// (just before the first wait) and the look before the box made a look at that part: the
-/// part's name is then in the prompt's recent steps when the player looks at it, and its
-/// state (`a red light bulb, which is on. ...`) opens the observation the box move reads.
-/// Other paths are returned as they are. The circuit is the same, wired in another order.
-fn powered_part_last(path: Vec<String>) -> Vec<String> {
-    let Some(part) = powered_part(&path).map(str::to_string) else { return path };
-    let Some(first_wait) = path.iter().position(|a| a.starts_with("wait")) else { return path };
-    let powers = |a: &String| a.starts_with("connect ") && powered_part(std::slice::from_ref(a)) == Some(part.as_str());
-    let (part_wiring, mut rest): (Vec<String>, Vec<String>) =
-        path[..first_wait].iter().cloned().partition(|a| powers(a));
-    rest.extend(part_wiring);
-    rest.extend(path[first_wait..].iter().cloned());
-    let boxed = rest.iter().rposition(|a| a.starts_with("move ") && a.ends_with(" box"));
-    if let Some(at) = boxed.filter(|&at| at > 0 && rest[at - 1] == "look around") {
-        rest[at - 1] = format!("look at {part}");
-    }
-    rest
 }
 
 impl GoldPolicy {
@@ -372,45 +329,7 @@ impl GoldPolicy {
             )));
         }
         self.slots
-            .insert(slot, Slot::new(path, spec, self.mistake_fraction, self.reads_verdicts));
+            .insert(slot, Slot::new(path, spec, self.mistake_fraction));
         Ok(())
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn list(items: &[&str]) -> Vec<String> {
-        items.iter().map(|s| s.to_string()).collect()
-    }
-
-    #[test]
-    fn the_powered_part_is_wired_last_and_looked_at_before_the_box() {
-        let path = list(&[
-            "teleport to workshop",
-            "connect battery anode to left wire terminal 1",
-            "connect left wire terminal 2 to anode in buzzer",
-            "connect battery cathode to middle wire terminal 1",
-            "connect right wire terminal 2 to cathode in buzzer",
-            "connect tested object terminal 1 to middle wire terminal 2",
-            "wait1",
-            "look around",
-            "move tested object to green box",
-        ]);
-        let expected = list(&[
-            "teleport to workshop",
-            "connect battery anode to left wire terminal 1",
-            "connect battery cathode to middle wire terminal 1",
-            "connect tested object terminal 1 to middle wire terminal 2",
-            "connect left wire terminal 2 to anode in buzzer",
-            "connect right wire terminal 2 to cathode in buzzer",
-            "wait1",
-            "look at buzzer",
-            "move tested object to green box",
-        ]);
-        assert_eq!(powered_part_last(path), expected);
-        let other = list(&["teleport to kitchen", "look around", "move apple to green box"]);
-        assert_eq!(powered_part_last(other.clone()), other);
     }
 }

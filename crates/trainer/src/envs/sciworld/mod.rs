@@ -153,7 +153,6 @@ impl EnvProvider for SciworldProvider {
                 .cutting_at(detours.cut_at)
                 .alias_tested_object(self.alias_tested_object)
                 .alias_wires(self.alias_wires)
-                .reading_verdicts(detours.read_verdicts)
                 .replying(style),
         ))
     }
