@@ -9,10 +9,11 @@ test-conductivity-of-unknown-substances it counts: the episodes that play a `con
 command, the share of `connect` commands the simulator carried out, the episodes whose
 circuit is whole (the battery's anode and cathode, the powered part's anode and cathode and
 the tested object's two terminals each connected to a wire), those where the powered part
-was ever on, the wins among all and among the whole circuits, the episodes that move something into
-one of the task's boxes, and those whose first such box is the one the task names for what
-the room showed just before (a powered part on: conductive; none on: nonconductive), whether or not
-the circuit was whole. Prints a Markdown table, one row per file.
+was ever on, the wins among all and among the whole circuits, the episodes that move
+something into one of the task's boxes, and those whose first such box is the one the task
+names for what the room showed just before (a powered part on: conductive; none on:
+nonconductive), whether or not the circuit was whole. Prints a Markdown table, one row per
+file.
 """
 import re
 import sys
