@@ -304,7 +304,7 @@ fn gold_path(oracle: &mut GoldOracle, spec: &EpisodeSpec, options: PathOptions) 
     };
     let (mut path, _plain) =
         plain.map_err(|e| TrainerError::context(format!("plain names in the gold path of {task} {variation}"), e))?;
-    if options.alias_wires {
+    if options.alias_wires && super::rename::is_conductivity_task(&task) {
         let aliases = super::rename::wire_aliases(&path.join("\n"));
         path = path.iter().map(|action| rename_all(action, &aliases)).collect();
     }

@@ -232,7 +232,7 @@ impl PooledEnv {
     /// `step` is the simulator's own: while its valid actions name no wire, none is in view
     /// and no look is spent.
     fn find_wires(&mut self, step: &StepResult) -> Result<(), EnvError> {
-        let wanted = self.alias_wires && self.shown_task.contains("electrically conductive");
+        let wanted = self.alias_wires && rename::is_conductivity_task(&self.task);
         if !wanted || self.aliases.iter().any(|(_, alias)| rename::WIRE_ALIASES.contains(&alias.as_str())) {
             return Ok(());
         }

@@ -99,6 +99,13 @@ pub const TESTED_OBJECT_ALIAS: &str = "tested object";
 /// workshop's table lists them.
 pub const WIRE_ALIASES: [&str; 3] = ["left wire", "middle wire", "right wire"];
 
+/// Whether `task` (a task's name, as in its game key) is one of the two conductivity tasks,
+/// the only ones whose wires an aliasing environment and its expert rename (the
+/// power-component tasks wire too, under their own names).
+pub fn is_conductivity_task(task: &str) -> bool {
+    task.starts_with("test-conductivity")
+}
+
 /// The wires `text` names (`red wire`), each once, in the order it names them first.
 fn wires_named(text: &str) -> Vec<String> {
     let words: Vec<&str> = text.split(|c: char| !c.is_alphanumeric()).collect();
@@ -187,6 +194,8 @@ fn made_up_word(rng: &mut impl Rng, syllables: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use rand::SeedableRng;
+    use rand_chacha::ChaCha8Rng;
 
     #[test]
     fn three_wires_get_their_aliases_in_the_order_named() {
@@ -201,9 +210,9 @@ mod tests {
         assert_eq!(wires_named("connect left wire terminal 1 to red wire terminal 2"), ["red wire"]);
         assert!(wire_aliases("a black wire, a red wire").is_empty());
         assert!(wire_aliases("a black wire, a blue wire, a red wire, a copper wire").is_empty());
+        assert!(is_conductivity_task("test-conductivity") && is_conductivity_task("test-conductivity-of-unknown-substances"));
+        assert!(!is_conductivity_task("power-component"));
     }
-    use rand::SeedableRng;
-    use rand_chacha::ChaCha8Rng;
 
     const FORK: &str = "Your task is to determine if metal fork is electrically conductive. The metal fork is located around the kitchen.";
     const SUBSTANCE: &str = "Your task is to determine if unknown substance B is electrically conductive.";
