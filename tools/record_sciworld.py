@@ -15,8 +15,9 @@ playing one never asks for a gold path), with a few odd commands mixed in; "rand
 walk of --random-steps steps on the first dev variation mixing valid actions (from
 info['valid']) with unknown, empty and odd commands. Scores are the client's 0-100 numbers.
 
-The simulator is not deterministic run to run (listing order, ambiguity resolution, bees,
-thermometer readings), so every episode is played twice, in two fresh ScienceWorldEnv instances
+The official client's simulator is not deterministic run to run (listing order, ambiguity
+resolution, bees, thermometer readings: its JVM runs with its own identity hash codes, where
+rlvmr's runs with one constant), so every episode is played twice, in two fresh ScienceWorldEnv instances
 (two JVMs); a step is "stable" when both runs gave the same observation, score and done. The
 first run's steps are kept.
 

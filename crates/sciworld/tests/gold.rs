@@ -1,22 +1,14 @@
 //! Gold paths reach 100 on the first test variation of every task, with the real simulator.
-//! Two workers (a gold JVM and a playing JVM each) share the 30 tasks. A task whose outcome
-//! differs run to run with the same commands (`NONDETERMINISTIC_TASKS`: bees, circuit order)
-//! gets up to `ATTEMPTS` episodes and passes when one reaches 100; any other task gets one.
+//! Two workers (a gold JVM and a playing JVM each) share the 30 tasks, one episode each (the
+//! simulator is deterministic under `JvmConfig::DEFAULT_FLAGS`, bees and circuits included).
 //! `SCIWORLD_GOLD_PER_TASK=N` checks the first N test variations per task instead of 1
 //! (minutes; not for CI).
 
 use std::sync::Mutex;
 
-use sciworld::{
-    replay_gold, tasks, EnvConfig, GoldCheck, GoldOracle, OfficialSplit, SciWorldEnv,
-    NONDETERMINISTIC_TASKS,
-};
+use sciworld::{replay_gold, tasks, EnvConfig, GoldCheck, GoldOracle, OfficialSplit, SciWorldEnv};
 
 const WORKERS: usize = 2;
-/// grow-fruit's gold path (test variation 93) once ended at score 46, not done, in a run of
-/// this test; the same command passed three times right after. Four episodes make such a
-/// spurious failure rare.
-const ATTEMPTS: usize = 4;
 
 #[test]
 fn gold_paths_reach_100_on_a_test_variation_of_every_task() {
@@ -43,7 +35,7 @@ fn gold_paths_reach_100_on_a_test_variation_of_every_task() {
                 let mut oracle = GoldOracle::new(&config).unwrap();
                 let mut env = SciWorldEnv::new(config.clone()).unwrap();
                 while let Some((task, variation)) = queue.lock().unwrap().pop() {
-                    let check = replay_until_won(&mut oracle, &mut env, task, variation);
+                    let check = replay_gold(&mut oracle, &mut env, task, variation);
                     results.lock().unwrap().push((task, variation, check));
                 }
             });
@@ -69,35 +61,12 @@ fn won(check: &GoldCheck) -> bool {
     check.score == 100 && check.done && check.actions > 0
 }
 
-/// One gold episode, or up to [`ATTEMPTS`] for a nondeterministic task until one is won;
-/// the last episode's check is returned.
-fn replay_until_won(
-    oracle: &mut GoldOracle,
-    env: &mut SciWorldEnv,
-    task: &str,
-    variation: usize,
-) -> sciworld::Result<GoldCheck> {
-    let attempts = if NONDETERMINISTIC_TASKS.contains(&task) { ATTEMPTS } else { 1 };
-    let mut check = replay_gold(oracle, env, task, variation);
-    for _ in 1..attempts {
-        match &check {
-            // Only a lost episode is played again; an error is a failure of its own.
-            Ok(c) if !won(c) => check = replay_gold(oracle, env, task, variation),
-            _ => break,
-        }
-    }
-    check
-}
-
 /// The committed gold-path lengths (`GoldLengths::recorded_train`, which the cold start
 /// uses to leave out paths too long for its episodes) are the simulator's: a third of the
-/// tasks (every third index, mendelian genetics among them), first training variation. The
-/// gold paths of `NONDETERMINISTIC_TASKS` change length from JVM to JVM (mendelian
-/// genetics unknown plant, variation 0: 128 and 131 actions): for them the recording must
-/// fall on the same side of the 30-step episodes, the decision the cold start takes.
+/// tasks (every third index, mendelian genetics among them), first training variation, to
+/// the action (recorded under the default JVM flags, as the cold start generates them).
 #[test]
 fn recorded_gold_lengths_are_the_simulators() {
-    const EPISODE_STEPS: usize = 30;
     let config = EnvConfig::from_default_jar().expect("the scienceworld jar");
     let mut oracle = GoldOracle::new(&config).unwrap();
     let recorded = sciworld::GoldLengths::recorded_train();
@@ -106,11 +75,7 @@ fn recorded_gold_lengths_are_the_simulators() {
         let path = oracle.gold_actions(task.name, variation).unwrap();
         let playable = sciworld::without_door_openings(path).len();
         let saved = recorded.get(task.name, variation).expect("recorded");
-        if NONDETERMINISTIC_TASKS.contains(&task.name) {
-            assert_eq!(saved < EPISODE_STEPS, playable < EPISODE_STEPS, "{} {variation}: {saved} recorded, {playable} now", task.name);
-        } else {
-            assert_eq!(saved, playable, "{} {variation}", task.name);
-        }
+        assert_eq!(saved, playable, "{} {variation}", task.name);
     }
 }
 
