@@ -4,9 +4,9 @@
 //! The official client's simulator is not deterministic run to run (listing order, which
 //! object "0" picks in an ambiguous request, bees, thermometer readings: its JVM hands out its
 //! own identity hash codes, ours one constant, see `JvmConfig::DEFAULT_FLAGS`). The recorder
-//! plays every episode twice in two fresh JVMs and marks a step `stable` when both runs agree. Every stable step is
-//! compared: command, score and done exactly, the observation up to listing order (most are
-//! byte-identical; the test prints how many).
+//! plays every episode twice in two fresh JVMs and marks a step `stable` when both runs
+//! agree. Every stable step is compared: command, score and done exactly, the observation up
+//! to listing order (most are byte-identical; the test prints how many).
 
 use std::io::Read;
 use std::sync::Mutex;
