@@ -38,6 +38,8 @@ pub struct EvalArgs {
     /// ALFWorld data: a folder holding json_2.1.1/, or json_2.1.1.zip.
     #[arg(long)]
     data: Option<PathBuf>,
+    /// Seed of the evaluation: the test games drawn (unless the config's [eval] draw_seed
+    /// fixes them) and the sampling; overrides [run] seed.
     #[arg(long)]
     seed: Option<u64>,
     /// Agent steps per episode (default 30).

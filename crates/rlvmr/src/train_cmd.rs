@@ -32,7 +32,8 @@ pub struct TrainArgs {
     /// overrides [env] protocol.
     #[arg(long, value_parser = parse_protocol)]
     protocol: Option<trainer::envs::Protocol>,
-    /// Seed of every random choice of the run (games, sampling, shuffles); overrides [run] seed.
+    /// Seed of every random choice of the run (games, sampling, shuffles; the test games drawn
+    /// unless [eval] draw_seed fixes them); overrides [run] seed.
     #[arg(long)]
     seed: Option<u64>,
     /// Run directory (default: <run.out_dir>/<run.name>/<algo>, <algo>-seed<N> for a seed

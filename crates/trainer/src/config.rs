@@ -331,6 +331,10 @@ pub struct EvalSection {
     pub episodes: Option<usize>,
     /// Sampling temperature in evaluation (the spec: 0.4).
     pub temperature: f64,
+    /// Seed of the draw of `episodes` test games; absent: the run's seed. Set, every seed of
+    /// a job plays the same games, so seeds differ by their training alone.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub draw_seed: Option<u64>,
 }
 
 impl Default for EvalSection {
@@ -338,6 +342,7 @@ impl Default for EvalSection {
         EvalSection {
             episodes: None,
             temperature: 0.4,
+            draw_seed: None,
         }
     }
 }
@@ -950,6 +955,11 @@ impl RunConfig {
         Ok(())
     }
 
+    /// The seed of the draw of test games: `eval.draw_seed`, else the run's seed.
+    pub fn eval_draw_seed(&self) -> u64 {
+        self.eval.draw_seed.unwrap_or(self.run.seed)
+    }
+
     /// How the collector plays episodes under this config.
     pub fn collector_options(&self) -> CollectorOptions {
         CollectorOptions {
@@ -1058,6 +1068,7 @@ mod tests {
             eval: EvalSection {
                 episodes: Some(3),
                 temperature: 0.0,
+                draw_seed: Some(5),
             },
             ..RunConfig::default()
         };
@@ -1065,6 +1076,15 @@ mod tests {
             RunConfig::from_toml(&with_options.to_toml().unwrap()).unwrap(),
             with_options
         );
+    }
+
+    #[test]
+    fn the_test_draw_follows_the_run_seed_unless_fixed() {
+        let mut config = RunConfig::from_toml("[run]\nseed = 3\n").unwrap();
+        assert_eq!(config.eval_draw_seed(), 3);
+        config = RunConfig::from_toml("[run]\nseed = 3\n[eval]\ndraw_seed = 0\n").unwrap();
+        assert_eq!(config.eval_draw_seed(), 0);
+        assert!(err("[eval]\ndraw_seed = -1\n").contains("draw_seed"));
     }
 
     #[test]

@@ -132,7 +132,7 @@ pub fn run_eval(config: &RunConfig, policy_name: &str, out: &Path) -> Result<Eva
     // Read before the games are played: a folder whose saved config is broken fails now.
     let protocol = model_protocol(policy_name)?;
     let dir = RunDir::create(out, config)?;
-    let tasks = eval_tasks(provider.as_ref(), config.eval.episodes, config.run.seed);
+    let tasks = eval_tasks(provider.as_ref(), config.eval.episodes, config.eval_draw_seed());
     let mut evaluation = evaluate(
         provider.as_ref(),
         policy.as_mut(),

@@ -413,7 +413,7 @@ pub fn run(
     let tasks = eval_tasks(
         provider.as_ref(),
         Some(config.sft.eval_episodes),
-        config.run.seed,
+        config.eval_draw_seed(),
     );
     let mut evaluation = evaluate(
         provider.as_ref(),

@@ -417,7 +417,7 @@ fn evaluate_model(
         models.tokenizer.clone(),
         config.model_options(config.eval.temperature),
     )?;
-    let tasks = eval_tasks(provider, episodes, config.run.seed);
+    let tasks = eval_tasks(provider, episodes, config.eval_draw_seed());
     let mut options = config.collector_options();
     options.progress = progress;
     let mut evaluation = evaluate(provider, &mut policy, &tasks, level, &options, config.run.seed)?;
