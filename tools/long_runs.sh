@@ -2,8 +2,9 @@
 # How long RL must run here, and how the methods compare. One long run per method under the
 # published protocol, with a main job's settings (CONFIG: configs/cpu-l2.toml, ALFWorld, or
 # configs/cpu-sciworld.toml) except the length and the evaluations: every EVAL_EVERY
-# iterations the weights play the same seeded draw of EVAL_EPISODES test games of L0 and of L2
-# (ALFWorld's 38: every L2 test game), at the evaluation temperature.
+# iterations the weights play a seeded draw of EVAL_EPISODES test games of L0 and of L2
+# (ALFWorld's 38: every L2 test game), at the evaluation temperature: the same games for
+# every method of a seed, and for every seed where CONFIG sets [eval] draw_seed.
 #
 #   tools/long_runs.sh [OUT]     (default runs/long; CONFIG=configs/cpu-l2.toml,
 #                                 ITERATIONS=60, EVAL_EVERY=5, EVAL_EPISODES=38,
