@@ -18,8 +18,8 @@ info['valid']) with unknown, empty and odd commands. Scores are the client's 0-1
 The official client's simulator is not deterministic run to run (listing order, ambiguity
 resolution, bees, thermometer readings: its JVM runs with its own identity hash codes, where
 rlvmr's runs with one constant), so every episode is played twice, in two fresh
-ScienceWorldEnv instances (two JVMs); a step is "stable" when both runs gave the same observation, score and done. The
-first run's steps are kept.
+ScienceWorldEnv instances (two JVMs); a step is "stable" when both runs gave the same
+observation, score and done. The first run's steps are kept.
 
 Output: gzip level 9, mtime 0, lines sorted by (task, kind).
 
