@@ -11,7 +11,9 @@ DIR/trajectories.jsonl). Two names a model must copy from its prompt to win:
   which box);
 - the find tasks' object: every `focus on X` in find-animal, find-living-thing,
   find-non-living-thing and find-plant, and whether X is written in the prompt's `Now:`,
-  `Room:` or `Inventory:` line (the room's objects).
+  `Room:` or `Inventory:` line (the room's objects);
+- the find tasks' room: per find game, whether the model ever moves into the room the task
+  puts its box in (`move it to the C box in the ROOM`), which only the task line names.
 
 Prints a Markdown table, one row per file: games won, then each share with its count.
 """
@@ -22,6 +24,8 @@ from trajectories import episodes, print_table
 
 BOX_IN_TASK = re.compile(r"(\w+) box")
 BOX_MOVE = re.compile(r"^move .* to (\w+) box$")
+BOX_ROOM = re.compile(r" box in the ([a-z ]+?)[.,]")
+ROOM_MOVE = re.compile(r"^(?:teleport to|go to) (.+)$")
 SCENE_LINES = ("Now: ", "Room: ", "Inventory: ")
 
 
@@ -31,21 +35,29 @@ def scene(prompt):
 
 
 def row(path):
-    counts = dict(games=0, won=0, box=0, box_named=0, focus=0, focus_shown=0)
+    counts = dict(games=0, won=0, box=0, box_named=0, focus=0, focus_shown=0, find=0, box_room=0)
     for episode in episodes(path):
         counts["games"] += 1
         counts["won"] += bool(episode.get("won"))
         boxes = set(BOX_IN_TASK.findall(episode.get("task") or ""))
         finding = (episode.get("task_type") or "").startswith("find-")
+        box_room = BOX_ROOM.search(episode.get("task") or "")
+        rooms_entered = set()
         for step in episode.get("steps", []):
             action = (step.get("action") or "").strip()
             move = BOX_MOVE.match(action)
             if move and boxes:
                 counts["box"] += 1
                 counts["box_named"] += move.group(1) in boxes
+            room_move = ROOM_MOVE.match(action)
+            if room_move:
+                rooms_entered.add(room_move.group(1))
             if finding and action.startswith("focus on "):
                 counts["focus"] += 1
                 counts["focus_shown"] += action[len("focus on "):] in scene(step.get("prompt") or "")
+        if finding and box_room:
+            counts["find"] += 1
+            counts["box_room"] += box_room.group(1) in rooms_entered
     return counts
 
 
@@ -55,11 +67,17 @@ def share(part, whole):
 
 def cells(path):
     c = row(path)
-    return [f"{c['won']} of {c['games']}", share(c["box_named"], c["box"]), share(c["focus_shown"], c["focus"])]
+    return [f"{c['won']} of {c['games']}", share(c["box_named"], c["box"]), share(c["focus_shown"], c["focus"]),
+            share(c["box_room"], c["find"])]
 
 
 def main(argv):
-    columns = ["won", "box moves naming a box of the task", "find tasks: focus on an object the scene shows"]
+    columns = [
+        "won",
+        "box moves naming a box of the task",
+        "find tasks: focus on an object the scene shows",
+        "find games reaching the box's room",
+    ]
     print_table(argv, __doc__, columns, cells)
 
 

@@ -103,8 +103,14 @@ fn copied_boxes_and_shown_objects_are_counted() {
             // Named only on the task and plan lines, not shown in the scene.
             prompted("focus on blue jay egg", room),
             prompted("move frog egg to red box", room),
+            prompted("teleport to bedroom", room),
             prompted("move frog egg to green box", room),
         ],
+    });
+    // A find game that carries its object to another room than the box's.
+    let astray = serde_json::json!({
+        "task_type": "find-plant", "task": task.replace("animal", "plant"), "won": false,
+        "steps": [prompted("teleport to greenhouse", room), prompted("teleport to kitchen", room)],
     });
     let conductivity = serde_json::json!({
         "task_type": "test-conductivity", "won": false,
@@ -112,13 +118,13 @@ fn copied_boxes_and_shown_objects_are_counted() {
         // A focus outside the find tasks is not counted.
         "steps": [prompted("focus on tested object", room), prompted("move tested object to purple box", room)],
     });
-    let file = scratch("copies.jsonl", &[find.to_string(), conductivity.to_string()]);
+    let file = scratch("copies.jsonl", &[find.to_string(), conductivity.to_string(), astray.to_string()]);
     let out = tool("sciworld_copies.py", &[&file]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let table = String::from_utf8(out.stdout).unwrap();
-    // 1 of 2 games won; 2 of 3 box moves name a box of their task; 1 of 2 focus commands name
-    // an object the scene shows.
-    assert!(table.lines().last().unwrap().ends_with("| 1 of 2 | 67% of 3 | 50% of 2 |"), "{table}");
+    // 1 of 3 games won; 2 of 3 box moves name a box of their task; 1 of 2 focus commands name
+    // an object the scene shows; 1 of the 2 find games enters the box's room.
+    assert!(table.lines().last().unwrap().ends_with("| 1 of 3 | 67% of 3 | 50% of 2 | 50% of 2 |"), "{table}");
     let bad = scratch("copies-bad.jsonl", &[find.to_string(), "[1,".to_string()]);
     let out = tool("sciworld_copies.py", &[&bad]);
     assert!(!out.status.success());
