@@ -367,6 +367,10 @@ pub struct ColdstartSection {
     /// a made-up name, a find task's species are permuted), so the model learns to copy the
     /// name the task or the room gives. trajectories.jsonl keeps the played names.
     pub rename_fraction: f64,
+    /// How many more times each renamed demonstration's `focus on` steps are written, each
+    /// under names drawn again (ScienceWorld: another permutation of a find task's species;
+    /// 0, the default: none). Needs `rename_fraction` > 0.
+    pub focus_copies: usize,
     /// Who writes each step's tag and reason: `builtin` (rule-based) or `openai`: a served
     /// teacher (`[coldstart.teacher]`) with the actions fixed, as published; its rejected
     /// steps keep the built-in annotation.
@@ -379,6 +383,9 @@ pub struct ColdstartSection {
     pub teacher_max_tokens: usize,
 }
 
+/// The most copies of a renamed demonstration's focus steps (`[coldstart] focus_copies`).
+pub const MAX_FOCUS_COPIES: usize = 16;
+
 /// The annotators `[coldstart] annotator` names.
 pub const ANNOTATORS: [&str; 2] = ["builtin", "openai"];
 
@@ -390,6 +397,7 @@ impl Default for ColdstartSection {
             mistake_fraction: 0.25,
             appliance_search: 0.0,
             rename_fraction: 0.0,
+            focus_copies: 0,
             annotator: "builtin".into(),
             teacher: ServerSection {
                 logprobs: false,
@@ -412,6 +420,18 @@ impl ColdstartSection {
         in_range("coldstart.mistake_fraction", self.mistake_fraction, 0.0, 1.0)?;
         in_range("coldstart.appliance_search", self.appliance_search, 0.0, 1.0)?;
         in_range("coldstart.rename_fraction", self.rename_fraction, 0.0, 1.0)?;
+        if self.focus_copies > MAX_FOCUS_COPIES {
+            return Err(TrainerError::value(
+                "coldstart.focus_copies",
+                format!("must be at most {MAX_FOCUS_COPIES}, got {}", self.focus_copies),
+            ));
+        }
+        if self.focus_copies > 0 && self.rename_fraction == 0.0 {
+            return Err(TrainerError::value(
+                "coldstart.focus_copies",
+                "copies the renamed demonstrations' focus steps: set rename_fraction above 0",
+            ));
+        }
         if !ANNOTATORS.contains(&self.annotator.as_str()) {
             return Err(TrainerError::value(
                 "coldstart.annotator",
@@ -1131,6 +1151,10 @@ mod tests {
             err("[coldstart]\nappliance_search = 1.5\n").contains("coldstart.appliance_search")
                 && err("[coldstart]\nrename_fraction = -0.1\n").contains("coldstart.rename_fraction")
         );
+        let e = err("[coldstart]\nrename_fraction = 1.0\nfocus_copies = 17\n");
+        assert!(e.contains("coldstart.focus_copies") && e.contains("17"), "{e}");
+        assert!(err("[coldstart]\nfocus_copies = 2\n").contains("rename_fraction"));
+        RunConfig::from_toml("[coldstart]\nrename_fraction = 1.0\nfocus_copies = 2\n").unwrap();
         assert!(err("[run]\nname = \"a/b\"\n").contains("run.name"));
         let e = err("[model]\npath = \"scratch\"\n[sft]\nlora_rank = 4\n");
         assert!(e.contains("sft.lora_rank") && e.contains("scratch"), "{e}");

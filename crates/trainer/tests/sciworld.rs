@@ -1,6 +1,7 @@
 //! ScienceWorld through the collector with the real simulator: the level's task lists, the
 //! gold expert winning a test variation, a random player running, and bad game keys.
 
+use std::collections::BTreeSet;
 use std::collections::HashSet;
 
 use rlvmr_core::Tag;
@@ -181,7 +182,7 @@ fn cold_start_demonstrations_come_from_gold_paths_of_training_tasks() {
     // task about a word every prompt holds, every sample calls it by a made-up name, while
     // the trajectories keep the played one.
     let mut renamed = run.clone();
-    renamed.rename_objects(provider.as_ref(), 1.0, 0);
+    renamed.rename_objects(provider.as_ref(), 1.0, 0, 0);
     let finds_species = |task: &str| ["animal", "plant", "living thing"].iter().any(|kind| task.contains(&format!("find a(n) {kind}")));
     let renameable = run
         .episodes
@@ -197,13 +198,45 @@ fn cold_start_demonstrations_come_from_gold_paths_of_training_tasks() {
         e.task = format!("Your task is to determine if {room} is electrically conductive.");
     }
     let played = renamed.episodes.clone();
-    renamed.rename_objects(provider.as_ref(), 1.0, 0);
+    renamed.rename_objects(provider.as_ref(), 1.0, 0, 0);
     assert_eq!(renamed.renamed, 3);
     assert_eq!(renamed.samples.len(), run.samples.len());
     assert!(renamed.samples.iter().all(|s| !s.prompt.contains(room) && !s.response.contains(room)));
     assert_eq!(renamed.episodes, played);
-    renamed.rename_objects(provider.as_ref(), 0.0, 0);
+    renamed.rename_objects(provider.as_ref(), 0.0, 0, 0);
     assert_eq!((renamed.renamed, &renamed.samples), (0, &run.samples));
+
+    // Posed as find tasks with one focus step each, the focus steps come again under other
+    // permutations of the species: the room and the reply name the same animal each time,
+    // and the samples without copies are unchanged.
+    let mut find = run.clone();
+    for e in &mut find.episodes {
+        e.task = "Your task is to find a(n) animal. First, focus on the thing.".into();
+        for s in e.steps.iter_mut().filter(|s| s.action.starts_with("focus on ")) {
+            s.action = "look around".into();
+        }
+        let s = e.steps.iter_mut().find(|s| !s.mistake).unwrap();
+        s.action = "focus on dove egg".into();
+        s.prompt = "Room: axe | dove egg | ground".into();
+        s.output = "<monitor>The dove egg is what the task is about.</monitor>\n<action>focus on dove egg</action>".into();
+    }
+    find.rename_objects(provider.as_ref(), 1.0, 0, 0);
+    let plain = find.samples.clone();
+    find.rename_objects(provider.as_ref(), 1.0, 4, 0);
+    assert_eq!(find.focus_copies, 4 * find.episodes.len());
+    assert_eq!(find.samples.len(), plain.len() + find.focus_copies);
+    let copies: Vec<_> = find.samples.iter().filter(|s| !plain.contains(s)).collect();
+    assert!(!copies.is_empty() && copies.len() <= find.focus_copies);
+    let named: BTreeSet<String> = copies
+        .iter()
+        .map(|s| {
+            let action = s.response.split("<action>focus on ").nth(1).unwrap().trim_end_matches("</action>");
+            assert!(s.prompt.contains(action), "{} / {}", s.prompt, s.response);
+            action.to_string()
+        })
+        .collect();
+    assert!(named.len() > 2, "other animals each time: {named:?}");
+    assert!(find.summary().contains("more samples of their focus steps"), "{}", find.summary());
 }
 
 #[test]

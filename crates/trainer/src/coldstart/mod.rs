@@ -56,6 +56,9 @@ pub struct Coldstart {
     /// Demonstrations whose samples call objects by other names
     /// ([`Coldstart::rename_objects`]).
     pub renamed: usize,
+    /// Samples of `focus on` steps written again under other names
+    /// ([`Coldstart::rename_objects`]).
+    pub focus_copies: usize,
     /// Of the kept, the openings of tasks too long to win (the last ones); a few of them
     /// may have won on their last step.
     pub openings: usize,
@@ -66,6 +69,20 @@ fn samples_of(episode: &EpisodeRecord) -> impl Iterator<Item = SftSample> + '_ {
     episode.steps.iter().filter(|s| !s.mistake).map(|s| SftSample {
         prompt: s.prompt.clone(),
         response: s.output.clone(),
+    })
+}
+
+/// The SFT samples of `episode`'s steps whose action passes `keep`, with `renamings`
+/// written in prompt and reply.
+fn renamed_samples<'a>(
+    episode: &'a EpisodeRecord,
+    renamings: &'a [(String, String)],
+    keep: impl Fn(&str) -> bool + 'a,
+) -> impl Iterator<Item = SftSample> + 'a {
+    let kept = episode.steps.iter().filter(move |s| !s.mistake && keep(&s.action));
+    kept.map(move |s| SftSample {
+        prompt: rename_all(&s.prompt, renamings),
+        response: rename_all(&s.output, renamings),
     })
 }
 
@@ -133,6 +150,7 @@ pub fn coldstart(
         episodes: kept,
         samples,
         renamed: 0,
+        focus_copies: 0,
         openings: opened_kept,
         played,
         not_started,
@@ -207,10 +225,14 @@ impl Coldstart {
     /// Makes the samples again with, in a seeded `fraction` of the demonstrations, the names
     /// `provider` picks for the task's objects ([`EnvProvider::demo_renamings`]: a tested
     /// object's made-up name, a permutation of species) written for the played ones in every
-    /// prompt and reply. The episodes keep what was played.
-    pub fn rename_objects(&mut self, provider: &dyn EnvProvider, fraction: f64, seed: u64) {
+    /// prompt and reply; each renamed demonstration's `focus on` steps are written
+    /// `focus_copies` more times, each under names drawn again (another permutation of the
+    /// species), so the step that first names the object is seen in more rooms than the
+    /// demonstrations played. The episodes keep what was played.
+    pub fn rename_objects(&mut self, provider: &dyn EnvProvider, fraction: f64, focus_copies: usize, seed: u64) {
         use rand::Rng;
         self.renamed = 0;
+        self.focus_copies = 0;
         self.samples.clear();
         for (i, episode) in self.episodes.iter().enumerate() {
             let mut rng = ChaCha8Rng::seed_from_u64(mix(seed, i as u64));
@@ -223,10 +245,14 @@ impl Coldstart {
                 continue;
             }
             self.renamed += 1;
-            self.samples.extend(samples_of(episode).map(|s| SftSample {
-                prompt: rename_all(&s.prompt, &renamings),
-                response: rename_all(&s.response, &renamings),
-            }));
+            self.samples.extend(renamed_samples(episode, &renamings, |_| true));
+            // Drawn after the demonstration's own names, which stay those of no copies.
+            for _ in 0..focus_copies {
+                let again = provider.demo_renamings(&episode.task, &mut rng);
+                let before = self.samples.len();
+                self.samples.extend(renamed_samples(episode, &again, |action| action.starts_with("focus on ")));
+                self.focus_copies += self.samples.len() - before;
+            }
         }
     }
 
@@ -243,9 +269,10 @@ impl Coldstart {
             n => format!(", {n} openings of longer tasks"),
         };
         let steps: usize = self.episodes.iter().map(|e| e.steps.len()).sum();
-        let renamed = match self.renamed {
-            0 => String::new(),
-            n => format!(" ({n} demonstrations with renamed objects)"),
+        let renamed = match (self.renamed, self.focus_copies) {
+            (0, _) => String::new(),
+            (n, 0) => format!(" ({n} demonstrations with renamed objects)"),
+            (n, c) => format!(" ({n} demonstrations with renamed objects; {c} more samples of their focus steps under other names)"),
         };
         format!(
             "kept {} of {} expert episodes ({} ended before their first step, {} with a planted mistake{openings}), {} steps, {} SFT samples{renamed}",
@@ -285,7 +312,7 @@ pub fn run(config: &RunConfig, out: &Path) -> Result<Coldstart> {
         &config.collector_options(),
         teacher.as_ref(),
     )?;
-    result.rename_objects(provider.as_ref(), c.rename_fraction, config.run.seed);
+    result.rename_objects(provider.as_ref(), c.rename_fraction, c.focus_copies, config.run.seed);
     dir.write_jsonl("trajectories.jsonl", &result.episodes)?;
     dir.write_jsonl("sft.jsonl", &result.samples)?;
     if let Some(report) = &result.teacher {
