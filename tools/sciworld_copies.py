@@ -12,6 +12,8 @@ DIR/trajectories.jsonl). Two names a model must copy from its prompt to win:
 - the find tasks' object: every `focus on X` in find-animal, find-living-thing,
   find-non-living-thing and find-plant, and whether X is written in the prompt's `Now:`,
   `Room:` or `Inventory:` line (the room's objects);
+- the find tasks' first focus: per find game, whether the simulator carried out its first
+  `focus on` (an object the room holds; a find game's focus decides it);
 - the find tasks' room: per find game, whether the model ever moves into the room the task
   puts its box in (`move it to the C box in the ROOM`), which only the task line names.
 
@@ -35,7 +37,7 @@ def scene(prompt):
 
 
 def row(path):
-    counts = dict(games=0, won=0, box=0, box_named=0, focus=0, focus_shown=0, find=0, box_room=0)
+    counts = dict(games=0, won=0, box=0, box_named=0, focus=0, focus_shown=0, find=0, box_room=0, first_focus=0)
     for episode in episodes(path):
         counts["games"] += 1
         counts["won"] += bool(episode.get("won"))
@@ -43,6 +45,7 @@ def row(path):
         finding = (episode.get("task_type") or "").startswith("find-")
         box_room = BOX_ROOM.search(episode.get("task") or "")
         rooms_entered = set()
+        first_focus = None
         for step in episode.get("steps", []):
             action = (step.get("action") or "").strip()
             move = BOX_MOVE.match(action)
@@ -52,12 +55,15 @@ def row(path):
             room_move = ROOM_MOVE.match(action)
             if room_move:
                 rooms_entered.add(room_move.group(1))
+            if finding and action.startswith("focus on ") and first_focus is None:
+                first_focus = (step.get("next_observation") or "").startswith("You focus on")
             if finding and action.startswith("focus on "):
                 counts["focus"] += 1
                 counts["focus_shown"] += action[len("focus on "):] in scene(step.get("prompt") or "")
         if finding and box_room:
             counts["find"] += 1
             counts["box_room"] += box_room.group(1) in rooms_entered
+            counts["first_focus"] += bool(first_focus)
     return counts
 
 
@@ -68,6 +74,7 @@ def share(part, whole):
 def cells(path):
     c = row(path)
     return [f"{c['won']} of {c['games']}", share(c["box_named"], c["box"]), share(c["focus_shown"], c["focus"]),
+            share(c["first_focus"], c["find"]),
             share(c["box_room"], c["find"])]
 
 
@@ -76,6 +83,7 @@ def main(argv):
         "won",
         "box moves naming a box of the task",
         "find tasks: focus on an object the scene shows",
+        "find games whose first focus is carried out",
         "find games reaching the box's room",
     ]
     print_table(argv, __doc__, columns, cells)

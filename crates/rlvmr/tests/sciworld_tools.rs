@@ -92,6 +92,11 @@ fn prompted(action: &str, prompt: &str) -> serde_json::Value {
     serde_json::json!({ "action": action, "next_observation": "", "prompt": prompt })
 }
 
+fn focused(action: &str, prompt: &str) -> serde_json::Value {
+    let feedback = format!("You focus on the {}.", action.trim_start_matches("focus on "));
+    serde_json::json!({ "action": action, "next_observation": feedback, "prompt": prompt })
+}
+
 #[test]
 fn copied_boxes_and_shown_objects_are_counted() {
     let task = "Your task is to find a(n) animal. First, focus on the thing. Then, move it to the green box in the bedroom.";
@@ -99,7 +104,7 @@ fn copied_boxes_and_shown_objects_are_counted() {
     let find = serde_json::json!({
         "task_type": "find-animal", "task": task, "won": true,
         "steps": [
-            prompted("focus on frog egg", room),
+            focused("focus on frog egg", room),
             // Named only on the task and plan lines, not shown in the scene.
             prompted("focus on blue jay egg", room),
             prompted("move frog egg to red box", room),
@@ -110,7 +115,13 @@ fn copied_boxes_and_shown_objects_are_counted() {
     // A find game that carries its object to another room than the box's.
     let astray = serde_json::json!({
         "task_type": "find-plant", "task": task.replace("animal", "plant"), "won": false,
-        "steps": [prompted("teleport to greenhouse", room), prompted("teleport to kitchen", room)],
+        "steps": [
+            prompted("teleport to greenhouse", room),
+            // Not carried out first; the second focus does not count.
+            prompted("focus on peach tree", room),
+            focused("focus on frog egg", room),
+            prompted("teleport to kitchen", room),
+        ],
     });
     let conductivity = serde_json::json!({
         "task_type": "test-conductivity", "won": false,
@@ -122,9 +133,10 @@ fn copied_boxes_and_shown_objects_are_counted() {
     let out = tool("sciworld_copies.py", &[&file]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let table = String::from_utf8(out.stdout).unwrap();
-    // 1 of 3 games won; 2 of 3 box moves name a box of their task; 1 of 2 focus commands name
-    // an object the scene shows; 1 of the 2 find games enters the box's room.
-    assert!(table.lines().last().unwrap().ends_with("| 1 of 3 | 67% of 3 | 50% of 2 | 50% of 2 |"), "{table}");
+    // 1 of 3 games won; 2 of 3 box moves name a box of their task; 2 of 4 focus commands name
+    // an object the scene shows; 1 of the 2 find games has its first focus carried out, 1
+    // enters the box's room.
+    assert!(table.lines().last().unwrap().ends_with("| 1 of 3 | 67% of 3 | 50% of 4 | 50% of 2 | 50% of 2 |"), "{table}");
     let bad = scratch("copies-bad.jsonl", &[find.to_string(), "[1,".to_string()]);
     let out = tool("sciworld_copies.py", &[&bad]);
     assert!(!out.status.success());

@@ -9,8 +9,6 @@
 //!   name only if the task or the first observation names it, else by what the task asks
 //!   for ("the living thing"); so do the search reasons later;
 //! - **reflection** right after a planted mistake (see [`plant_mistake`]);
-//! - **monitor** for a move that carries an object to the room the task puts its box in:
-//!   the reason repeats the task's `the COLOUR box in the ROOM`;
 //! - **explore** for moves into a room not entered before and for the first look around a
 //!   room; the reason names what is sought and the rooms still unseen;
 //! - **monitor** otherwise: executing the plan (naming the objects), waiting, checking.
@@ -281,19 +279,6 @@ impl SciSituation {
         "object"
     }
 
-    /// The colour of the task's box when `room` is the room the task puts that box in and
-    /// the path's next act after this move is putting something into it: the move carries
-    /// the object to the box, whether or not the room was entered before.
-    fn carrying_to_box(&self, room: &str, path: &[String], next: usize) -> Option<String> {
-        let (colour, box_room) = task_box(&self.task)?;
-        let next_act = path.iter().skip(next).find(|a| {
-            destination(a).is_none() && !a.starts_with("look around") && !is_wait(a)
-        })?;
-        let into_box = next_act.starts_with("move ")
-            && next_act.ends_with(&format!(" to {colour} box"));
-        (box_room == room && into_box).then(|| colour.to_string())
-    }
-
     /// The current room, if known.
     pub fn room(&self) -> Option<&str> {
         self.room.as_deref()
@@ -329,9 +314,6 @@ impl SciSituation {
             .map_or_else(|| "what the task needs".to_string(), |object| self.as_known(object));
         let sought = sought.as_str();
         if let Some(room) = destination(action) {
-            if let Some(colour) = self.carrying_to_box(room, path, next) {
-                return (Tag::Monitor, box_room_reason(sought, &colour, room, rng));
-            }
             if !self.visited.contains(room) {
                 return (Tag::Explore, self.explore_room_reason(room, sought, rng));
             }
@@ -404,25 +386,6 @@ impl SciSituation {
             0 => format!("The {here} is done for now, so I go back to the {room} on the way to the {sought}."),
             _ => format!("{} leads on toward the {sought}, so I return there from the {here}.", capitalise(&format!("the {room}"))),
         }
-    }
-}
-
-/// The box and its room as the task names them: `move it to the red box in the kitchen` ->
-/// (`red`, `kitchen`).
-fn task_box(task: &str) -> Option<(&str, &str)> {
-    let (before, after) = task.split_once(" box in the ")?;
-    let colour = before.rsplit(' ').next()?;
-    let room = after.split(['.', ',']).next()?.trim();
-    (!colour.is_empty() && !room.is_empty()).then_some((colour, room))
-}
-
-/// Why the player heads for the box's room: the reason repeats the task's words `the COLOUR
-/// box in the ROOM` before the room is written again, so the room the reply then names is
-/// a copy of the task's, a few words back, not a choice among the rooms.
-fn box_room_reason(object: &str, colour: &str, room: &str, rng: &mut impl Rng) -> String {
-    match rng.gen_range(0..2) {
-        0 => format!("The {object} goes to the {colour} box in the {room}, so I go to the {room}."),
-        _ => format!("The task wants it in the {colour} box in the {room}, so I take the {object} to the {room}."),
     }
 }
 
@@ -630,35 +593,6 @@ mod tests {
         let named = SciSituation::new("Your task is to determine if metal fork is electrically conductive.", LOOK);
         assert_eq!(named.as_known("metal fork"), "metal fork");
         assert_eq!(named.as_known("green box"), "object");
-    }
-
-    #[test]
-    fn the_move_to_the_box_room_repeats_the_task_s_box() {
-        let task = "Your task is to find a(n) animal. First, focus on the thing. Then, move it to the purple box in the bathroom.";
-        assert_eq!(task_box(task), Some(("purple", "bathroom")));
-        assert_eq!(task_box("Your task is to boil water."), None);
-        let path = list(&["teleport to outside", "look around", "focus on dove egg", "pick up dove egg", "teleport to bathroom", "move dove egg to purple box"]);
-        let mut s = SciSituation::new(task, LOOK);
-        s.update("teleport to outside", "You teleport to the outside.");
-        s.update("look around", "This outside location is called the outside. Here you see: a dove egg");
-        s.update("focus on dove egg", "You focus on the dove egg.");
-        s.update("pick up dove egg", "You move the dove to the inventory.");
-        for seed in 0..6 {
-            let mut rng = ChaCha8Rng::seed_from_u64(seed);
-            let (tag, reason) = s.annotate(4, &path[4], &path, 5, None, &mut rng);
-            assert_eq!(tag, Tag::Monitor, "{reason}");
-            assert!(reason.contains("the purple box in the bathroom") && reason.contains("dove egg"), "{reason}");
-            assert!(reason.ends_with("to the bathroom."), "{reason}");
-        }
-        // The first move, before anything is carried, is still a search.
-        let fresh = SciSituation::new(task, LOOK);
-        let mut rng = ChaCha8Rng::seed_from_u64(0);
-        let (tag, _) = fresh.annotate(1, &path[0], &path, 1, None, &mut rng);
-        assert_eq!(tag, Tag::Explore);
-        // A move to the box's room whose next act is not the box keeps the search reason.
-        let detour = list(&["teleport to bathroom", "pick up dove egg", "move dove egg to purple box"]);
-        let (tag, _) = fresh.annotate(1, &detour[0], &detour, 1, None, &mut rng);
-        assert_eq!(tag, Tag::Explore);
     }
 
     #[test]
