@@ -55,9 +55,9 @@ def row(path):
             room_move = ROOM_MOVE.match(action)
             if room_move:
                 rooms_entered.add(room_move.group(1))
-            if finding and action.startswith("focus on ") and first_focus is None:
-                first_focus = (step.get("next_observation") or "").startswith("You focus on")
             if finding and action.startswith("focus on "):
+                if first_focus is None:
+                    first_focus = (step.get("next_observation") or "").startswith("You focus on")
                 counts["focus"] += 1
                 counts["focus_shown"] += action[len("focus on "):] in scene(step.get("prompt") or "")
         if finding and box_room:
