@@ -44,6 +44,13 @@ pub trait Env {
         Ok((Vec::new(), Vec::new()))
     }
 
+    /// Whether the next step's result is to carry the admissible actions. Environments for
+    /// which the list costs more than the step itself (ScienceWorld: 3-5x) leave it out when
+    /// not `wanted`; the others always give it. Default: always given.
+    fn fetch_admissible(&mut self, wanted: bool) {
+        let _ = wanted;
+    }
+
     /// The description of the room the agent is in and its inventory, read without spending
     /// a move, for prompts that show them every step (ScienceWorld). Environments without
     /// them return empty texts.

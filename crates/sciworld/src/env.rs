@@ -294,6 +294,10 @@ impl Env for SciWorldEnv {
         self.task_description().unwrap_or("")
     }
 
+    fn fetch_admissible(&mut self, wanted: bool) {
+        self.config.valid_actions = wanted;
+    }
+
     fn templates_and_objects(&mut self) -> std::result::Result<(Vec<String>, Vec<String>), EnvError> {
         let templates = self.action_templates().map_err(env_error)?;
         let objects = self.objects().map_err(env_error)?;

@@ -69,6 +69,14 @@ pub trait Policy {
     /// `Err` for the whole call stops the collection.
     fn act(&mut self, turns: &[Turn]) -> Result<Vec<Result<Reply, String>>>;
 
+    /// Whether the policy reads the admissible actions at turn `step` of the episode in
+    /// `slot` (the collector fetches the list only for such turns under
+    /// [`crate::collector::AdmissibleLists::WhereRead`]). Default: at every turn.
+    fn reads_admissible(&self, slot: usize, step: usize) -> bool {
+        let _ = (slot, step);
+        true
+    }
+
     /// Request counts of a policy behind a server (requests, retries, failures, tokens).
     fn request_stats(&self) -> Option<RequestStats> {
         None

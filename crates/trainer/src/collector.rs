@@ -44,6 +44,20 @@ pub struct CollectorOptions {
     pub threads: usize,
     /// Print a progress line to stderr at most every [`PROGRESS_EVERY`] (long model runs).
     pub progress: bool,
+    /// Which turns get the environment's admissible actions.
+    pub admissible: AdmissibleLists,
+}
+
+/// Which turns the collector asks the environment's admissible actions for.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum AdmissibleLists {
+    /// Every turn: the rewards and the inadmissible rate read them.
+    #[default]
+    Every,
+    /// The first turn and those the policy reads them at ([`Policy::reads_admissible`]):
+    /// a scripted player's demonstrations, whose records need no inadmissible rate, where
+    /// ScienceWorld's list costs 3-5x its step.
+    WhereRead,
 }
 
 /// The least time between two progress lines.
@@ -58,6 +72,7 @@ impl Default for CollectorOptions {
             history_output_chars: 2000,
             threads: 2,
             progress: false,
+            admissible: AdmissibleLists::Every,
         }
     }
 }
@@ -326,6 +341,7 @@ fn advance(
     prompt: String,
     reply: Result<Reply, String>,
     opts: &CollectorOptions,
+    admissible_next: bool,
 ) {
     let reply = match reply {
         Ok(r) => r,
@@ -346,6 +362,7 @@ fn advance(
         .admissible_actions
         .as_ref()
         .map(|list| list.iter().any(|a| a == &parsed.action));
+    env.fetch_admissible(admissible_next);
     let result = match guarded("step", || env.step(&parsed.action)) {
         Ok(r) => r,
         Err(e) => {
@@ -518,7 +535,11 @@ fn collect_wave(
         for (i, run) in runs.iter_mut().enumerate() {
             if active.binary_search(&i).is_ok() {
                 if let (Some(prompt), Some(reply)) = (prompts.next(), replies.next()) {
-                    work.push((run, prompt, reply));
+                    let admissible_next = match opts.admissible {
+                        AdmissibleLists::Every => true,
+                        AdmissibleLists::WhereRead => policy.reads_admissible(i, run.steps.len() + 1),
+                    };
+                    work.push((run, prompt, reply, admissible_next));
                 }
             }
         }
@@ -555,15 +576,16 @@ fn report_progress(runs: &[Running], running: usize, elapsed: Duration) {
     );
 }
 
-/// One episode's share of a turn: the episode, its prompt and the policy's reply.
-type Work<'a> = (&'a mut Running, String, Result<Reply, String>);
+/// One episode's share of a turn: the episode, its prompt, the policy's reply and whether
+/// the next turn gets the admissible actions.
+type Work<'a> = (&'a mut Running, String, Result<Reply, String>, bool);
 
 /// Steps every episode of `work`, spread over `opts.threads` threads.
 fn step_all(mut work: Vec<Work>, opts: &CollectorOptions) {
     let threads = opts.threads.max(1).min(work.len().max(1));
     if threads == 1 {
-        for (run, prompt, reply) in work.drain(..) {
-            advance(run, prompt, reply, opts);
+        for (run, prompt, reply, admissible_next) in work.drain(..) {
+            advance(run, prompt, reply, opts, admissible_next);
         }
         return;
     }
@@ -576,8 +598,8 @@ fn step_all(mut work: Vec<Work>, opts: &CollectorOptions) {
     std::thread::scope(|scope| {
         for chunk in chunks {
             scope.spawn(move || {
-                for (run, prompt, reply) in chunk {
-                    advance(run, prompt, reply, opts);
+                for (run, prompt, reply, admissible_next) in chunk {
+                    advance(run, prompt, reply, opts, admissible_next);
                 }
             });
         }

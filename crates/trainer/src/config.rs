@@ -10,7 +10,7 @@ use policy::scratch::ScratchConfig;
 use rlvmr_core::{AdvantageConfig, RewardConfig, PromptConfig, Validity};
 use serde::{Deserialize, Serialize};
 
-use crate::collector::{CollectorOptions, DEFAULT_MAX_STEPS};
+use crate::collector::{AdmissibleLists, CollectorOptions, DEFAULT_MAX_STEPS};
 use crate::envs::{open_env_aliasing, EnvProvider, Protocol};
 use crate::error::{Result, TrainerError};
 use crate::policies::ModelPolicyOptions;
@@ -989,6 +989,7 @@ impl RunConfig {
             history_output_chars: self.rollout.history_output_chars,
             threads: self.rollout.threads,
             progress: true,
+            admissible: AdmissibleLists::Every,
         }
     }
 

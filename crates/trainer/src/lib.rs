@@ -33,7 +33,7 @@ pub mod usage;
 pub mod view;
 
 pub use agent::{Policy, Reply, Turn};
-pub use collector::{collect, grouped_specs, Collection, CollectorOptions, Throughput};
+pub use collector::{collect, grouped_specs, AdmissibleLists, Collection, CollectorOptions, Throughput};
 pub use config::RunConfig;
 pub use envs::{open_env, EnvProvider};
 pub use error::{Result, TrainerError};

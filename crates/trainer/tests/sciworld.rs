@@ -9,7 +9,7 @@ use trainer::envs::{open_env, EnvProvider, Protocol};
 use trainer::coldstart::{coldstart, Detours};
 use trainer::envs::sciworld::gold::GoldPolicy;
 use trainer::policies::RandomPolicy;
-use trainer::{collect, grouped_specs, CollectorOptions, TaskRef};
+use trainer::{collect, grouped_specs, AdmissibleLists, CollectorOptions, TaskRef};
 
 fn options(max_steps: usize) -> CollectorOptions {
     CollectorOptions {
@@ -175,6 +175,22 @@ fn cold_start_demonstrations_come_from_gold_paths_of_training_tasks() {
     assert!(run.samples.iter().any(|s| s.response.starts_with("<reflection>")));
     assert!(run.samples[0].response.starts_with("<planning>"));
     assert!(run.samples[0].prompt.contains("Action templates"));
+
+    // Fetching the valid actions only where the expert may plant its mistake changes
+    // nothing but the lists the records keep: the simulator's states, the demonstrations and
+    // the samples are the same.
+    let where_read = CollectorOptions { admissible: AdmissibleLists::WhereRead, ..options(30) };
+    let lean = coldstart(provider.as_ref(), 3, 0, Detours::mistakes(1.0), Protocol::Strict, 3, &where_read, None).unwrap();
+    assert_eq!(lean.samples, run.samples);
+    let without_lists = |c: &trainer::coldstart::Coldstart| {
+        let mut episodes = c.episodes.clone();
+        episodes.iter_mut().flat_map(|e| &mut e.steps).for_each(|s| (s.admissible_actions, s.admissible) = (None, None));
+        episodes
+    };
+    assert_eq!(without_lists(&lean), without_lists(&run));
+    let lists = |c: &trainer::coldstart::Coldstart| c.episodes.iter().flat_map(|e| &e.steps).filter(|s| s.admissible_actions.is_some()).count();
+    assert_eq!(lists(&run), steps.len());
+    assert!(lists(&lean) >= run.episodes.len() && lists(&lean) < steps.len() / 2, "{} of {}", lists(&lean), steps.len());
 
     // Renamed demonstrations: the conductivity tasks among these (a book, whose name the
     // commands shorten, excepted) get a made-up name for their object, the find tasks of

@@ -18,7 +18,7 @@ use std::path::Path;
 use rlvmr_core::ReplyLayout;
 
 use crate::agent::{Policy, Reply, Turn};
-use crate::collector::{collect, grouped_specs, mix, output_style, CollectorOptions, Throughput};
+use crate::collector::{collect, grouped_specs, mix, output_style, AdmissibleLists, CollectorOptions, Throughput};
 use crate::config::RunConfig;
 use crate::envs::{EnvProvider, Protocol};
 use crate::rundir::RunDir;
@@ -309,7 +309,9 @@ pub fn run(config: &RunConfig, out: &Path) -> Result<Coldstart> {
         },
         config.env.protocol,
         config.run.seed,
-        &config.collector_options(),
+        // The demonstrations' prompts show no admissible list (ScienceWorld's room view) or
+        // the environment gives it for free (ALFWorld).
+        &CollectorOptions { admissible: AdmissibleLists::WhereRead, ..config.collector_options() },
         teacher.as_ref(),
     )?;
     result.rename_objects(provider.as_ref(), c.rename_fraction, c.focus_copies, config.run.seed);
@@ -346,6 +348,10 @@ impl Policy for InLines {
 
     fn start_episodes(&mut self, starts: &[(usize, &EpisodeSpec)]) -> Vec<Result<()>> {
         self.player.start_episodes(starts)
+    }
+
+    fn reads_admissible(&self, slot: usize, step: usize) -> bool {
+        self.player.reads_admissible(slot, step)
     }
 
     fn act(&mut self, turns: &[Turn]) -> Result<Vec<std::result::Result<Reply, String>>> {

@@ -275,6 +275,11 @@ impl Policy for GoldPolicy {
             .collect()
     }
 
+    /// Only where a mistake may be planted: the mistake is chosen among the valid actions.
+    fn reads_admissible(&self, slot: usize, step: usize) -> bool {
+        self.slots.get(&slot).is_none_or(|s| s.wants_mistake(step))
+    }
+
     fn act(&mut self, turns: &[Turn]) -> Result<Vec<Result<Reply, String>>> {
         let style = self.style;
         Ok(act_in_slots(&mut self.slots, turns, "gold path", |slot, turn| slot.act(turn, style)))

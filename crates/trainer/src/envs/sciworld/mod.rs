@@ -170,10 +170,12 @@ impl EnvProvider for SciworldProvider {
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
             .pop();
-        let env = match pooled {
+        let mut env = match pooled {
             Some(env) => env,
             None => SciWorldEnv::new(self.config.clone()).map_err(|e| EnvError(e.to_string()))?,
         };
+        // A pooled simulator may have been told to leave the list out by its last player.
+        env.fetch_admissible(self.config.valid_actions);
         Ok(Box::new(PooledEnv {
             env: Some(env),
             idle: self.idle.clone(),
@@ -280,6 +282,12 @@ impl Env for PooledEnv {
 
     fn task(&self) -> &str {
         &self.shown_task
+    }
+
+    fn fetch_admissible(&mut self, wanted: bool) {
+        if let Some(env) = self.env.as_mut() {
+            env.fetch_admissible(wanted);
+        }
     }
 
     fn anchor(&self) -> String {
