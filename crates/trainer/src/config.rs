@@ -371,6 +371,9 @@ pub struct ColdstartSection {
     /// under names drawn again (ScienceWorld: another permutation of a find task's species;
     /// 0, the default: none). Needs `rename_fraction` > 0.
     pub focus_copies: usize,
+    /// The steps each focus copy holds from the focus step on (1, the default: the focus
+    /// step alone; 2: with the step after it, where the demonstration picks the object up).
+    pub focus_copy_steps: usize,
     /// Who writes each step's tag and reason: `builtin` (rule-based) or `openai`: a served
     /// teacher (`[coldstart.teacher]`) with the actions fixed, as published; its rejected
     /// steps keep the built-in annotation.
@@ -385,6 +388,8 @@ pub struct ColdstartSection {
 
 /// The most copies of a renamed demonstration's focus steps (`[coldstart] focus_copies`).
 pub const MAX_FOCUS_COPIES: usize = 16;
+/// The most steps a focus copy holds (`[coldstart] focus_copy_steps`).
+pub const MAX_FOCUS_COPY_STEPS: usize = 8;
 
 /// The annotators `[coldstart] annotator` names.
 pub const ANNOTATORS: [&str; 2] = ["builtin", "openai"];
@@ -398,6 +403,7 @@ impl Default for ColdstartSection {
             appliance_search: 0.0,
             rename_fraction: 0.0,
             focus_copies: 0,
+            focus_copy_steps: 1,
             annotator: "builtin".into(),
             teacher: ServerSection {
                 logprobs: false,
@@ -424,6 +430,12 @@ impl ColdstartSection {
             return Err(TrainerError::value(
                 "coldstart.focus_copies",
                 format!("must be at most {MAX_FOCUS_COPIES}, got {}", self.focus_copies),
+            ));
+        }
+        if !(1..=MAX_FOCUS_COPY_STEPS).contains(&self.focus_copy_steps) {
+            return Err(TrainerError::value(
+                "coldstart.focus_copy_steps",
+                format!("must be 1 to {MAX_FOCUS_COPY_STEPS}, got {}", self.focus_copy_steps),
             ));
         }
         if self.focus_copies > 0 && self.rename_fraction == 0.0 {
@@ -1156,6 +1168,12 @@ mod tests {
         assert!(e.contains("coldstart.focus_copies") && e.contains("17"), "{e}");
         assert!(err("[coldstart]\nfocus_copies = 2\n").contains("rename_fraction"));
         RunConfig::from_toml("[coldstart]\nrename_fraction = 1.0\nfocus_copies = 2\n").unwrap();
+        for steps in [0, 9] {
+            let e = err(&format!("[coldstart]\nrename_fraction = 1.0\nfocus_copies = 2\nfocus_copy_steps = {steps}\n"));
+            assert!(e.contains("coldstart.focus_copy_steps") && e.contains(&steps.to_string()), "{e}");
+        }
+        let c = RunConfig::from_toml("[coldstart]\nrename_fraction = 1.0\nfocus_copies = 2\nfocus_copy_steps = 2\n").unwrap();
+        assert_eq!((c.coldstart.focus_copies, c.coldstart.focus_copy_steps), (2, 2));
         assert!(err("[run]\nname = \"a/b\"\n").contains("run.name"));
         let e = err("[model]\npath = \"scratch\"\n[sft]\nlora_rank = 4\n");
         assert!(e.contains("sft.lora_rank") && e.contains("scratch"), "{e}");

@@ -6,7 +6,7 @@ use std::collections::HashSet;
 
 use rlvmr_core::Tag;
 use trainer::envs::{open_env, EnvProvider, Protocol};
-use trainer::coldstart::{coldstart, Detours};
+use trainer::coldstart::{coldstart, Detours, FocusCopies};
 use trainer::envs::sciworld::gold::GoldPolicy;
 use trainer::policies::RandomPolicy;
 use trainer::{collect, grouped_specs, AdmissibleLists, CollectorOptions, TaskRef};
@@ -198,7 +198,7 @@ fn cold_start_demonstrations_come_from_gold_paths_of_training_tasks() {
     // task about a word every prompt holds, every sample calls it by a made-up name, while
     // the trajectories keep the played one.
     let mut renamed = run.clone();
-    renamed.rename_objects(provider.as_ref(), 1.0, 0, 0);
+    renamed.rename_objects(provider.as_ref(), 1.0, FocusCopies::NONE, 0);
     let finds_species = |task: &str| ["animal", "plant", "living thing"].iter().any(|kind| task.contains(&format!("find a(n) {kind}")));
     let renameable = run
         .episodes
@@ -214,12 +214,12 @@ fn cold_start_demonstrations_come_from_gold_paths_of_training_tasks() {
         e.task = format!("Your task is to determine if {room} is electrically conductive.");
     }
     let played = renamed.episodes.clone();
-    renamed.rename_objects(provider.as_ref(), 1.0, 0, 0);
+    renamed.rename_objects(provider.as_ref(), 1.0, FocusCopies::NONE, 0);
     assert_eq!(renamed.renamed, 3);
     assert_eq!(renamed.samples.len(), run.samples.len());
     assert!(renamed.samples.iter().all(|s| !s.prompt.contains(room) && !s.response.contains(room)));
     assert_eq!(renamed.episodes, played);
-    renamed.rename_objects(provider.as_ref(), 0.0, 0, 0);
+    renamed.rename_objects(provider.as_ref(), 0.0, FocusCopies::NONE, 0);
     assert_eq!((renamed.renamed, &renamed.samples), (0, &run.samples));
 
     // Posed as find tasks with one focus step each, the focus steps come again under other
@@ -236,9 +236,9 @@ fn cold_start_demonstrations_come_from_gold_paths_of_training_tasks() {
         s.prompt = "Room: axe | dove egg | ground".into();
         s.output = "<monitor>The dove egg is what the task is about.</monitor>\n<action>focus on dove egg</action>".into();
     }
-    find.rename_objects(provider.as_ref(), 1.0, 0, 0);
+    find.rename_objects(provider.as_ref(), 1.0, FocusCopies::NONE, 0);
     let plain = find.samples.clone();
-    find.rename_objects(provider.as_ref(), 1.0, 4, 0);
+    find.rename_objects(provider.as_ref(), 1.0, FocusCopies { copies: 4, steps: 1 }, 0);
     assert_eq!(find.focus_copies, 4 * find.episodes.len());
     assert_eq!(find.samples.len(), plain.len() + find.focus_copies);
     let copies: Vec<_> = find.samples.iter().filter(|s| !plain.contains(s)).collect();
@@ -253,6 +253,12 @@ fn cold_start_demonstrations_come_from_gold_paths_of_training_tasks() {
         .collect();
     assert!(named.len() > 2, "other animals each time: {named:?}");
     assert!(find.summary().contains("more samples of their focus steps"), "{}", find.summary());
+    // Copies of two steps hold the step after each focus too; the focus steps are drawn as before.
+    let single = find.samples.clone();
+    find.rename_objects(provider.as_ref(), 1.0, FocusCopies { copies: 4, steps: 2 }, 0);
+    assert_eq!(find.focus_copies, 4 * 2 * find.episodes.len());
+    assert_eq!(find.samples.len(), plain.len() + find.focus_copies);
+    assert!(single.iter().all(|s| find.samples.contains(s)), "the focus steps' copies are drawn as before");
 }
 
 #[test]

@@ -72,18 +72,50 @@ fn samples_of(episode: &EpisodeRecord) -> impl Iterator<Item = SftSample> + '_ {
     })
 }
 
-/// The SFT samples of `episode`'s steps whose action passes `keep`, with `renamings`
-/// written in prompt and reply.
+/// The SFT samples of `episode`'s steps whose index passes `keep` (planted mistakes
+/// never), with `renamings` written in prompt and reply.
 fn renamed_samples<'a>(
     episode: &'a EpisodeRecord,
     renamings: &'a [(String, String)],
-    keep: impl Fn(&str) -> bool + 'a,
+    keep: impl Fn(usize) -> bool + 'a,
 ) -> impl Iterator<Item = SftSample> + 'a {
-    let kept = episode.steps.iter().filter(move |s| !s.mistake && keep(&s.action));
-    kept.map(move |s| SftSample {
+    let kept = episode.steps.iter().enumerate().filter(move |&(i, s)| !s.mistake && keep(i));
+    kept.map(move |(_, s)| SftSample {
         prompt: rename_all(&s.prompt, renamings),
         response: rename_all(&s.output, renamings),
     })
+}
+
+/// Which of `episode`'s steps a focus copy holds: each `focus on` step and the `steps - 1`
+/// steps after it (planted mistakes neither held nor counted).
+fn focus_window(episode: &EpisodeRecord, steps: usize) -> Vec<bool> {
+    let trained: Vec<usize> = (0..episode.steps.len()).filter(|&i| !episode.steps[i].mistake).collect();
+    let mut held = vec![false; episode.steps.len()];
+    for (k, &i) in trained.iter().enumerate() {
+        if episode.steps[i].action.starts_with("focus on ") {
+            for &j in &trained[k..(k + steps).min(trained.len())] {
+                held[j] = true;
+            }
+        }
+    }
+    held
+}
+
+/// How a renamed demonstration's focus steps are written again
+/// ([`Coldstart::rename_objects`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FocusCopies {
+    /// More copies of each renamed demonstration's focus steps, each under names drawn
+    /// again (0: none).
+    pub copies: usize,
+    /// The steps a copy holds from each focus step on: 1 the focus step alone, 2 with the
+    /// step after it (where the demonstration picks the focused object up), and so on.
+    pub steps: usize,
+}
+
+impl FocusCopies {
+    /// No copies.
+    pub const NONE: FocusCopies = FocusCopies { copies: 0, steps: 1 };
 }
 
 /// Plays expert episodes on the shuffled tasks `protocol` gives the cold start
@@ -225,11 +257,12 @@ impl Coldstart {
     /// Makes the samples again with, in a seeded `fraction` of the demonstrations, the names
     /// `provider` picks for the task's objects ([`EnvProvider::demo_renamings`]: a tested
     /// object's made-up name, a permutation of species) written for the played ones in every
-    /// prompt and reply; each renamed demonstration's `focus on` steps are written
-    /// `focus_copies` more times, each under names drawn again (another permutation of the
-    /// species), so the step that first names the object is seen in more rooms than the
-    /// demonstrations played. The episodes keep what was played.
-    pub fn rename_objects(&mut self, provider: &dyn EnvProvider, fraction: f64, focus_copies: usize, seed: u64) {
+    /// prompt and reply; each renamed demonstration's `focus on` steps (with the
+    /// `focus.steps - 1` steps after each) are written `focus.copies` more times, each under
+    /// names drawn again (another permutation of the species), so the step that first names
+    /// the object is seen in more rooms than the demonstrations played. The episodes keep
+    /// what was played.
+    pub fn rename_objects(&mut self, provider: &dyn EnvProvider, fraction: f64, focus: FocusCopies, seed: u64) {
         use rand::Rng;
         self.renamed = 0;
         self.focus_copies = 0;
@@ -246,11 +279,12 @@ impl Coldstart {
             }
             self.renamed += 1;
             self.samples.extend(renamed_samples(episode, &renamings, |_| true));
+            let held = focus_window(episode, focus.steps);
             // Drawn after the demonstration's own names, which stay those of no copies.
-            for _ in 0..focus_copies {
+            for _ in 0..focus.copies {
                 let again = provider.demo_renamings(&episode.task, &mut rng);
                 let before = self.samples.len();
-                self.samples.extend(renamed_samples(episode, &again, |action| action.starts_with("focus on ")));
+                self.samples.extend(renamed_samples(episode, &again, |i| held[i]));
                 self.focus_copies += self.samples.len() - before;
             }
         }
@@ -314,7 +348,8 @@ pub fn run(config: &RunConfig, out: &Path) -> Result<Coldstart> {
         &CollectorOptions { admissible: AdmissibleLists::WhereRead, ..config.collector_options() },
         teacher.as_ref(),
     )?;
-    result.rename_objects(provider.as_ref(), c.rename_fraction, c.focus_copies, config.run.seed);
+    let focus = FocusCopies { copies: c.focus_copies, steps: c.focus_copy_steps };
+    result.rename_objects(provider.as_ref(), c.rename_fraction, focus, config.run.seed);
     dir.write_jsonl("trajectories.jsonl", &result.episodes)?;
     dir.write_jsonl("sft.jsonl", &result.samples)?;
     if let Some(report) = &result.teacher {
@@ -385,4 +420,47 @@ fn add_throughput(total: &mut Throughput, part: &Throughput) {
     } else {
         0.0
     };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn episode(actions: &[(&str, bool)]) -> EpisodeRecord {
+        let steps: Vec<serde_json::Value> = actions
+            .iter()
+            .enumerate()
+            .map(|(i, (action, mistake))| {
+                serde_json::json!({
+                    "step": i, "observation": "", "prompt": "", "prompt_ids": [], "response_ids": [],
+                    "logprobs": [], "output": "", "tag": null, "format_valid": true,
+                    "invalid_reasons": [], "action": action, "next_observation": "", "anchor": "",
+                    "won": false, "done": false, "mistake": mistake,
+                })
+            })
+            .collect();
+        serde_json::from_value(serde_json::json!({
+            "uid": "u", "game": "g", "task_type": "t", "env_seed": 0, "rollout_seed": 0,
+            "task": "", "won": true, "steps": steps,
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn a_focus_window_holds_the_focus_and_the_trained_steps_after_it() {
+        let e = episode(&[
+            ("look around", false),
+            ("focus on baby wolf", true),
+            ("focus on dove egg", false),
+            ("go to hallway", true),
+            ("pick up dove egg", false),
+            ("teleport to kitchen", false),
+            ("move dove egg to red box", false),
+        ]);
+        let held = |steps| focus_window(&e, steps);
+        assert_eq!(held(1), [false, false, true, false, false, false, false]);
+        assert_eq!(held(2), [false, false, true, false, true, false, false]);
+        assert_eq!(held(8), [false, false, true, false, true, true, true]);
+        assert!(focus_window(&episode(&[("look around", false)]), 2).iter().all(|h| !h));
+    }
 }
