@@ -49,10 +49,9 @@ pub struct CollectorOptions {
 }
 
 /// Which turns the collector asks the environment's admissible actions for.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AdmissibleLists {
     /// Every turn: the rewards and the inadmissible rate read them.
-    #[default]
     Every,
     /// The first turn and those the policy reads them at ([`Policy::reads_admissible`]):
     /// a scripted player's demonstrations, whose records need no inadmissible rate, where

@@ -279,6 +279,9 @@ impl Coldstart {
             }
             self.renamed += 1;
             self.samples.extend(renamed_samples(episode, &renamings, |_| true));
+            if focus.copies == 0 {
+                continue;
+            }
             let held = focus_window(episode, focus.steps);
             // Drawn after the demonstration's own names, which stay those of no copies.
             for _ in 0..focus.copies {
