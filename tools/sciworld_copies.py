@@ -14,6 +14,8 @@ DIR/trajectories.jsonl). Two names a model must copy from its prompt to win:
   `Room:` or `Inventory:` line (the room's objects);
 - the find tasks' first focus: per find game, whether the simulator carried out its first
   `focus on` (an object the room holds; a find game's focus decides it);
+- the find tasks' next step: per find game whose first focus was carried out and went on,
+  whether the step after that focus is another `focus on` (the pick-up is what wins);
 - the find tasks' room: per find game, whether the model ever moves into the room the task
   puts its box in (`move it to the C box in the ROOM`), which only the task line names.
 
@@ -37,7 +39,8 @@ def scene(prompt):
 
 
 def row(path):
-    counts = dict(games=0, won=0, box=0, box_named=0, focus=0, focus_shown=0, find=0, box_room=0, first_focus=0)
+    counts = dict(games=0, won=0, box=0, box_named=0, focus=0, focus_shown=0, find=0, box_room=0, first_focus=0,
+                  focused_went_on=0, focus_again=0)
     for episode in episodes(path):
         counts["games"] += 1
         counts["won"] += bool(episode.get("won"))
@@ -46,8 +49,11 @@ def row(path):
         box_room = BOX_ROOM.search(episode.get("task") or "")
         rooms_entered = set()
         first_focus = None
+        after_first_focus = None
         for step in episode.get("steps", []):
             action = (step.get("action") or "").strip()
+            if first_focus and after_first_focus is None:
+                after_first_focus = action
             move = BOX_MOVE.match(action)
             if move and boxes:
                 counts["box"] += 1
@@ -64,6 +70,9 @@ def row(path):
             counts["find"] += 1
             counts["box_room"] += box_room.group(1) in rooms_entered
             counts["first_focus"] += bool(first_focus)
+            if after_first_focus is not None:
+                counts["focused_went_on"] += 1
+                counts["focus_again"] += after_first_focus.startswith("focus on ")
     return counts
 
 
@@ -74,7 +83,7 @@ def share(part, whole):
 def cells(path):
     c = row(path)
     return [f"{c['won']} of {c['games']}", share(c["box_named"], c["box"]), share(c["focus_shown"], c["focus"]),
-            share(c["first_focus"], c["find"]),
+            share(c["first_focus"], c["find"]), share(c["focus_again"], c["focused_went_on"]),
             share(c["box_room"], c["find"])]
 
 
@@ -84,6 +93,7 @@ def main(argv):
         "box moves naming a box of the task",
         "find tasks: focus on an object the scene shows",
         "find games whose first focus is carried out",
+        "of those, the next step another focus",
         "find games reaching the box's room",
     ]
     print_table(argv, __doc__, columns, cells)

@@ -123,20 +123,30 @@ fn copied_boxes_and_shown_objects_are_counted() {
             prompted("teleport to kitchen", room),
         ],
     });
+    // A find game that picks up what it focused on, and one that ends at its focus.
+    let picked = serde_json::json!({
+        "task_type": "find-animal", "task": task, "won": false,
+        "steps": [focused("focus on frog egg", room), prompted("pick up frog egg", room)],
+    });
+    let ended = serde_json::json!({
+        "task_type": "find-animal", "task": task, "won": false,
+        "steps": [focused("focus on frog egg", room)],
+    });
     let conductivity = serde_json::json!({
         "task_type": "test-conductivity", "won": false,
         "task": "If it is electrically conductive, place it in the yellow box. If it is electrically nonconductive, place it in the purple box.",
         // A focus outside the find tasks is not counted.
         "steps": [prompted("focus on tested object", room), prompted("move tested object to purple box", room)],
     });
-    let file = scratch("copies.jsonl", &[find.to_string(), conductivity.to_string(), astray.to_string()]);
+    let file = scratch("copies.jsonl", &[&find, &conductivity, &astray, &picked, &ended].map(|game| game.to_string()));
     let out = tool("sciworld_copies.py", &[&file]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let table = String::from_utf8(out.stdout).unwrap();
-    // 1 of 3 games won; 2 of 3 box moves name a box of their task; 2 of 4 focus commands name
-    // an object the scene shows; 1 of the 2 find games has its first focus carried out, 1
-    // enters the box's room.
-    assert!(table.lines().last().unwrap().ends_with("| 1 of 3 | 67% of 3 | 50% of 4 | 50% of 2 | 50% of 2 |"), "{table}");
+    // 1 of 5 games won; 2 of 3 box moves name a box of their task; 4 of 6 focus commands name
+    // an object the scene shows; 3 of the 4 find games have their first focus carried out,
+    // and of the 2 of those that went on, 1 focused again; 1 enters the box's room.
+    let expected = "| 1 of 5 | 67% of 3 | 67% of 6 | 75% of 4 | 50% of 2 | 25% of 4 |";
+    assert!(table.lines().last().unwrap().ends_with(expected), "{table}");
     let bad = scratch("copies-bad.jsonl", &[find.to_string(), "[1,".to_string()]);
     let out = tool("sciworld_copies.py", &[&bad]);
     assert!(!out.status.success());
