@@ -34,6 +34,25 @@ impl EnvArgs {
     }
 }
 
+/// What a recording of gold paths covers and where it goes.
+#[derive(clap::Args, Clone)]
+pub struct RecordArgs {
+    /// Tasks (names or indices); default all 30.
+    #[arg(long = "task")]
+    tasks: Vec<String>,
+    /// train, dev or test.
+    #[arg(long, default_value = "train")]
+    split: String,
+    /// Gold-path JVMs working side by side.
+    #[arg(long, default_value_t = 2)]
+    jobs: usize,
+    /// The file to write (and to resume from).
+    #[arg(long)]
+    out: PathBuf,
+    #[command(flatten)]
+    env: EnvArgs,
+}
+
 #[derive(Subcommand)]
 pub enum SciworldCommand {
     /// Read JSON lines {"task": name or index, "variation": int, "commands": [..]} on stdin;
@@ -74,20 +93,21 @@ pub enum SciworldCommand {
     /// from the rows the file holds. The committed crates/sciworld/data/gold_lengths_train.tsv.gz
     /// is `--split train` gzipped.
     GoldLengths {
-        /// Tasks (names or indices); default all 30.
-        #[arg(long = "task")]
-        tasks: Vec<String>,
-        /// train, dev or test.
-        #[arg(long, default_value = "train")]
-        split: String,
-        /// Gold-path JVMs working side by side.
-        #[arg(long, default_value_t = 2)]
-        jobs: usize,
-        /// The file to write (and to resume from).
-        #[arg(long)]
-        out: PathBuf,
         #[command(flatten)]
-        env: EnvArgs,
+        record: RecordArgs,
+    },
+    /// Record the gold path of every variation of a split as an agent plays it (door
+    /// openings left out, walks made teleports, objects named as the room shows them; a
+    /// path longer than --cut-at cut to its opening) as JSON lines, sorted; run again, it
+    /// goes on from the lines the file holds. The cold start reads the committed
+    /// crates/sciworld/data/gold_paths_train.jsonl.gz (`--split train`, gzipped) before it
+    /// asks a JVM.
+    GoldPaths {
+        /// Longer paths are recorded as their first this many actions (the step limit).
+        #[arg(long, default_value_t = 30)]
+        cut_at: usize,
+        #[command(flatten)]
+        record: RecordArgs,
     },
     /// List tasks with their variations per official split, or the games of an RLVMR level.
     Tasks {
@@ -124,9 +144,8 @@ pub fn run(command: SciworldCommand) -> Result<ExitCode> {
         SciworldCommand::Replay { env } => replay_stdin(&env),
         SciworldCommand::Play { task, variation, valid, env } => play(&task, variation, valid, &env),
         SciworldCommand::Gold { tasks, split, per_task, env } => gold(&tasks, &split, per_task, &env),
-        SciworldCommand::GoldLengths { tasks, split, jobs, out, env } => {
-            gold_lengths(&tasks, &split, jobs, &out, &env)
-        }
+        SciworldCommand::GoldLengths { record } => gold_lengths(&record),
+        SciworldCommand::GoldPaths { cut_at, record } => gold_paths(cut_at, &record),
         SciworldCommand::Tasks { level, phase } => list_tasks(level.as_deref(), &phase),
         SciworldCommand::Bench { transcripts, episodes, envs, reference_python, no_reference } => {
             bench(transcripts, episodes, envs, reference_python, no_reference)
@@ -238,18 +257,9 @@ fn gold(task_args: &[String], split: &str, per_task: usize, args: &EnvArgs) -> R
     Ok(if perfect == checked { ExitCode::SUCCESS } else { ExitCode::from(1) })
 }
 
-fn gold_lengths(task_args: &[String], split: &str, jobs: usize, out: &Path, args: &EnvArgs) -> Result<ExitCode> {
-    let Some(split) = OfficialSplit::from_name(split) else {
-        bail!("unknown split '{split}': use train, dev or test");
-    };
-    if jobs == 0 {
-        bail!("--jobs must be at least 1");
-    }
-    let tasks = if task_args.is_empty() {
-        sciworld::tasks()
-    } else {
-        task_args.iter().map(|t| sciworld::resolve_task(t)).collect::<Result<_, _>>()?
-    };
+fn gold_lengths(record: &RecordArgs) -> Result<ExitCode> {
+    let (tasks, split) = tasks_of_split(record)?;
+    let (out, jobs) = (record.out.as_path(), record.jobs);
     let mut rows: BTreeMap<(usize, usize), usize> = BTreeMap::new();
     if out.is_file() {
         let text = std::fs::read_to_string(out).with_context(|| format!("reading {}", out.display()))?;
@@ -262,29 +272,88 @@ fn gold_lengths(task_args: &[String], split: &str, jobs: usize, out: &Path, args
         .filter(|key| !rows.contains_key(key))
         .collect();
     eprintln!("{} gold paths to generate ({} already in {})", todo.len(), rows.len(), out.display());
-    let config = args.config(false)?;
+    let config = record.env.config(false)?;
+    let found = generate_in_jvms(todo, jobs, &config, out, Some(sciworld::GOLD_LENGTHS_HEADER), |oracle, name, variation| {
+        let actions = sciworld::without_door_openings(oracle.gold_actions(name, variation)?).len();
+        Ok((format!("{name}\t{variation}\t{actions}"), actions))
+    })?;
+    rows.extend(found.into_iter().map(|(task, variation, actions)| ((task, variation), actions)));
+    let mut text = format!("{}\n", sciworld::GOLD_LENGTHS_HEADER);
+    for ((task, variation), actions) in &rows {
+        text.push_str(&format!("{}\t{variation}\t{actions}\n", sciworld::tasks()[*task].name));
+    }
+    write_by_rename(out, &text)?;
+    eprintln!("wrote {} rows to {}", rows.len(), out.display());
+    Ok(ExitCode::SUCCESS)
+}
+
+fn gold_paths(cut_at: usize, record: &RecordArgs) -> Result<ExitCode> {
+    if cut_at == 0 {
+        bail!("--cut-at must be at least 1");
+    }
+    let (tasks, split) = tasks_of_split(record)?;
+    let (out, jobs) = (record.out.as_path(), record.jobs);
+    let mut recorded = sciworld::GoldPaths::default();
+    if out.is_file() {
+        let text = std::fs::read_to_string(out).with_context(|| format!("reading {}", out.display()))?;
+        recorded = sciworld::GoldPaths::parse(&text).map_err(|e| anyhow::anyhow!("{}: {e}", out.display()))?;
+    }
+    let config = record.env.config(false)?;
+    let cut = Some(cut_at);
+    let todo: Vec<(usize, usize)> = tasks
+        .iter()
+        .flat_map(|t| t.split(split).map(move |v| (t.index, v)))
+        .filter(|&(task, v)| !recorded.contains(&config.simplifications, &task.to_string(), v, cut))
+        .collect();
+    eprintln!("{} gold paths to generate ({} already in {})", todo.len(), recorded.len(), out.display());
+    let found = generate_in_jvms(todo, jobs, &config, out, None, |oracle, name, variation| {
+        let path = sciworld::GoldPathRecord::generate(oracle, name, variation, cut)
+            .with_context(|| format!("the gold path of {name} {variation}"))?;
+        Ok((serde_json::to_string(&path)?, path))
+    })?;
+    for (task, _, record) in found {
+        recorded.insert(task, record);
+    }
+    let mut text = String::new();
+    for record in recorded.sorted_records() {
+        text.push_str(&serde_json::to_string(record)?);
+        text.push('\n');
+    }
+    write_by_rename(out, &text)?;
+    eprintln!("wrote {} paths to {}", recorded.len(), out.display());
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Generates each (task index, variation) of `todo` in one of `jobs` gold-path JVMs side by
+/// side; each result's line is appended to `out` as soon as it is found, so an interrupted
+/// run loses nothing (`header` first, if `out` is new). The results, in no particular order.
+fn generate_in_jvms<T: Send>(
+    todo: Vec<(usize, usize)>,
+    jobs: usize,
+    config: &EnvConfig,
+    out: &Path,
+    header: Option<&str>,
+    generate: impl Fn(&mut GoldOracle, &'static str, usize) -> Result<(String, T)> + Sync,
+) -> Result<Vec<(usize, usize, T)>> {
     let queue = std::sync::Mutex::new(todo.into_iter());
     let found = std::sync::Mutex::new(Vec::new());
     let fresh = std::fs::metadata(out).map_or(true, |m| m.len() == 0);
     let mut log = std::fs::OpenOptions::new().create(true).append(true).open(out)
         .with_context(|| format!("opening {}", out.display()))?;
-    if fresh {
-        writeln!(log, "{}", sciworld::GOLD_LENGTHS_HEADER)?;
+    if let Some(header) = header.filter(|_| fresh) {
+        writeln!(log, "{header}")?;
     }
     let log = std::sync::Mutex::new(log);
     std::thread::scope(|scope| -> Result<()> {
         let workers: Vec<_> = (0..jobs.min(8))
             .map(|_| {
                 scope.spawn(|| -> Result<()> {
-                    let mut oracle = GoldOracle::new(&config)?;
+                    let mut oracle = GoldOracle::new(config)?;
                     loop {
                         let Some((task, variation)) = queue.lock().unwrap().next() else { return Ok(()) };
-                        let name = sciworld::tasks()[task].name;
-                        let path = oracle.gold_actions(name, variation)?;
-                        let actions = sciworld::without_door_openings(path).len();
-                        // Appended as found, so an interrupted run loses nothing.
-                        writeln!(log.lock().unwrap(), "{name}\t{variation}\t{actions}")?;
-                        found.lock().unwrap().push(((task, variation), actions));
+                        let (line, result) = generate(&mut oracle, sciworld::tasks()[task].name, variation)?;
+                        writeln!(log.lock().unwrap(), "{line}")?;
+                        found.lock().unwrap().push((task, variation, result));
                     }
                 })
             })
@@ -294,16 +363,31 @@ fn gold_lengths(task_args: &[String], split: &str, jobs: usize, out: &Path, args
         }
         Ok(())
     })?;
-    rows.extend(found.into_inner().unwrap());
-    let mut text = format!("{}\n", sciworld::GOLD_LENGTHS_HEADER);
-    for ((task, variation), actions) in &rows {
-        text.push_str(&format!("{}\t{variation}\t{actions}\n", sciworld::tasks()[*task].name));
-    }
+    Ok(found.into_inner().unwrap())
+}
+
+/// Writes `text` to a temporary name beside `out`, then renames it to `out`.
+fn write_by_rename(out: &Path, text: &str) -> Result<()> {
     let tmp = out.with_extension("tmp");
     std::fs::write(&tmp, text)?;
     std::fs::rename(&tmp, out)?;
-    eprintln!("wrote {} rows to {}", rows.len(), out.display());
-    Ok(ExitCode::SUCCESS)
+    Ok(())
+}
+
+/// The tasks a recording covers (all 30 if none is named) and its split.
+fn tasks_of_split(record: &RecordArgs) -> Result<(Vec<sciworld::TaskInfo>, OfficialSplit)> {
+    let Some(split) = OfficialSplit::from_name(&record.split) else {
+        bail!("unknown split '{}': use train, dev or test", record.split);
+    };
+    if record.jobs == 0 {
+        bail!("--jobs must be at least 1");
+    }
+    let tasks = if record.tasks.is_empty() {
+        sciworld::tasks()
+    } else {
+        record.tasks.iter().map(|t| sciworld::resolve_task(t)).collect::<Result<_, _>>()?
+    };
+    Ok((tasks, split))
 }
 
 fn list_tasks(level: Option<&str>, phase: &str) -> Result<ExitCode> {

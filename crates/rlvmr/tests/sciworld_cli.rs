@@ -135,3 +135,44 @@ fn tasks_lists_splits_and_levels() {
     assert_eq!(code, 2);
     assert!(err.contains("unknown level 'L9'"), "{err}");
 }
+
+/// `rlvmr sciworld gold-paths` records a task's training variations as the committed
+/// recording holds them, resumes from what its file holds, and names what is wrong with a
+/// file it cannot resume from, leaving that file as it was.
+#[test]
+fn gold_paths_records_resumes_and_names_a_bad_line() {
+    let dir = std::env::temp_dir().join(format!("sciworld-gold-paths-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let out = dir.join("paths.jsonl");
+    let _ = std::fs::remove_file(&out);
+    let args = ["sciworld", "gold-paths", "--task", "identify-life-stages-2", "--jobs", "1", "--out", out.to_str().unwrap()];
+    let (code, _, err) = rlvmr_input(&args, b"");
+    assert_eq!(code, 0, "{err}");
+    let text = std::fs::read_to_string(&out).unwrap();
+    let recorded = sciworld::GoldPaths::parse(&text).unwrap();
+    assert_eq!(recorded.len(), 4, "{text}");
+    let committed = sciworld::GoldPaths::recorded_train();
+    for record in recorded.sorted_records() {
+        let saved = committed.get("easy", &record.task, record.variation, record.cut_at);
+        assert_eq!(saved, Some(record.playable()), "{} {}", record.task, record.variation);
+    }
+
+    let (code, _, err) = rlvmr_input(&args, b"");
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("0 gold paths to generate (4 already in"), "{err}");
+    assert_eq!(std::fs::read_to_string(&out).unwrap(), text);
+
+    let broken = format!("{text}{{\"task\": \"identify-life-stages-2\"}}\n");
+    std::fs::write(&out, &broken).unwrap();
+    let (code, _, err) = rlvmr_input(&args, b"");
+    assert_ne!(code, 0);
+    assert!(err.contains("paths.jsonl") && err.contains("line 5"), "{err}");
+    assert_eq!(std::fs::read_to_string(&out).unwrap(), broken, "the file is left as it was");
+
+    let mut zero_cut = args.to_vec();
+    zero_cut.extend(["--cut-at", "0"]);
+    let (code, _, err) = rlvmr_input(&zero_cut, b"");
+    assert_ne!(code, 0);
+    assert!(err.contains("--cut-at must be at least 1"), "{err}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

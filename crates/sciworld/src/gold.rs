@@ -140,10 +140,54 @@ impl GoldOracle {
         })
     }
 
+    /// Whether the simplifications let an agent teleport ("easy" or `teleportAction`), so
+    /// [`GoldOracle::playable_path`] makes walks teleports.
+    pub fn teleports(&self) -> bool {
+        self.simplifications.contains("easy") || self.simplifications.contains("teleportAction")
+    }
+
+    /// The simplifications the oracle's paths follow.
+    pub fn simplifications(&self) -> &str {
+        &self.simplifications
+    }
+
+    /// The gold path of a task's variation as an agent plays it: door openings left out
+    /// ([`without_door_openings`]), walks made teleports where the simplifications allow
+    /// them ([`with_teleports`]), with `cut_at` a longer path cut to its first `cut_at`
+    /// actions, and objects named as the room shows them where the path still wins (an
+    /// opening: still scores what it scored) so ([`GoldOracle::with_plain_names`]); with the
+    /// task description.
+    pub fn playable_path(&mut self, task: &str, variation: usize, cut_at: Option<usize>) -> Result<PlayablePath> {
+        let task = checked_task_name(task, variation)?;
+        let mut path = without_door_openings(self.gold_actions(task, variation)?);
+        if self.teleports() {
+            path = with_teleports(path);
+        }
+        let (path, whole) = match cut_at.filter(|&limit| path.len() > limit) {
+            Some(limit) => {
+                path.truncate(limit);
+                (self.opening_with_plain_names(task, variation, path)?.0, false)
+            }
+            None => (self.with_plain_names(task, variation, path)?.0, true),
+        };
+        let description = self.task_description(task, variation)?;
+        Ok(PlayablePath { path, whole, description })
+    }
+
     /// The oracle JVM's pid.
     pub fn jvm_pid(&self) -> Option<u32> {
         self.slot.pid()
     }
+}
+
+/// A gold path as an agent plays it ([`GoldOracle::playable_path`]).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct PlayablePath {
+    pub path: Vec<String>,
+    /// The whole gold path, not an opening cut from a longer one.
+    pub whole: bool,
+    /// The variation's task description.
+    pub description: String,
 }
 
 /// What replaying one gold path gave.

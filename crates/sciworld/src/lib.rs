@@ -8,7 +8,8 @@
 //! - [`SciWorldEnv`] implements [`rlvmr_core::Env`] (score mapped to 0..1); its own
 //!   [`SciWorldEnv::reset_to`] and [`SciWorldEnv::step_command`] return [`SciStep`] with the
 //!   official 0-100 score, reward and valid actions. [`start_envs`] starts N at once.
-//! - [`GoldOracle::gold_actions`]: gold action sequences, in a JVM of their own.
+//! - [`GoldOracle::gold_actions`]: gold action sequences, in a JVM of their own;
+//!   [`GoldOracle::playable_path`] as an agent plays them; [`GoldPaths`] those recorded.
 //!
 //! A JVM that crashes or stops answering within [`JvmConfig::call_timeout`] is killed; the
 //! call returns an error (the episode failed) and the next reset starts a fresh JVM.
@@ -18,6 +19,7 @@ pub mod bench;
 mod env;
 mod error;
 mod gold;
+mod gold_paths;
 pub mod plain;
 pub mod jvm;
 mod pool;
@@ -29,8 +31,10 @@ mod tasks;
 pub use env::{EnvConfig, SciStep, SciWorldEnv, DEFAULT_SIMPLIFICATIONS, DEFAULT_STEP_LIMIT};
 pub use error::{Result, SciError};
 pub use gold::{
-    replay_gold, with_teleports, without_door_openings, GoldCheck, GoldLengths, GoldOracle, GOLD_LENGTHS_HEADER,
+    replay_gold, with_teleports, without_door_openings, GoldCheck, GoldLengths, GoldOracle, PlayablePath,
+    GOLD_LENGTHS_HEADER,
 };
+pub use gold_paths::{GoldPathRecord, GoldPaths};
 pub use jvm::JvmConfig;
 pub use pool::start_envs;
 pub use tasks::{

@@ -153,3 +153,49 @@ fn plain_named_gold_paths_win_and_name_what_the_room_shows() {
     // Most of these gold paths name something by a referent the room does not show.
     assert!(rewritten >= 3, "only {rewritten} paths rewritten");
 }
+
+/// The committed playable gold paths (`GoldPaths::recorded_train`, which the cold start
+/// plays instead of asking a JVM under `[coldstart] recorded_gold_paths`) cover every
+/// training variation as the cold start asks for it (whole paths that fit in 30 steps, the
+/// 30-action openings of the others), and play as generated ones do: on the first training
+/// variation of every task, a playing simulator replaying the recorded path and the path a
+/// fresh gold JVM generates reaches the same score. (The paths are not compared action by
+/// action: the conductivity tasks' wires and some searches' order of containers, hence
+/// their length, come from a random stream that every generation in a JVM advances. Nor do
+/// all whole paths win: the simulator's own life-stages paths focus on a stage before it
+/// comes.)
+#[test]
+fn recorded_gold_paths_cover_the_training_split_and_score_as_generated_ones() {
+    let mut config = EnvConfig::from_default_jar().expect("the scienceworld jar");
+    config.valid_actions = false;
+    let recorded = sciworld::GoldPaths::recorded_train();
+    let simplifications = config.simplifications.clone();
+    let lengths = sciworld::GoldLengths::recorded_train();
+    let mut missing = Vec::new();
+    for task in tasks() {
+        for variation in task.split(OfficialSplit::Train) {
+            let cut = (lengths.get(task.name, variation).unwrap() >= 30).then_some(30);
+            if !recorded.contains(&simplifications, task.name, variation, cut) {
+                missing.push(format!("{} {variation}", task.name));
+            }
+        }
+    }
+    assert!(missing.is_empty(), "{} not recorded: {:?}", missing.len(), &missing[..missing.len().min(10)]);
+
+    let mut oracle = GoldOracle::new(&config).unwrap();
+    let mut env = SciWorldEnv::new(config).unwrap();
+    let mut score = |task: &str, variation: usize, path: &[String]| {
+        env.reset_to(task, variation).unwrap();
+        path.iter().map(|action| env.step_command(action).unwrap().score).last().unwrap()
+    };
+    let mut won = 0;
+    for task in tasks() {
+        let variation = task.split(OfficialSplit::Train).next().unwrap();
+        let saved = recorded.get(&simplifications, task.name, variation, Some(30)).expect("recorded");
+        let generated = oracle.playable_path(task.name, variation, Some(30)).unwrap();
+        let saved_score = score(task.name, variation, &saved.path);
+        assert_eq!(saved_score, score(task.name, variation, &generated.path), "{} {variation}", task.name);
+        won += usize::from(saved_score == 100);
+    }
+    assert!(won >= 10, "only {won} recorded paths win");
+}

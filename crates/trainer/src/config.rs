@@ -11,7 +11,7 @@ use rlvmr_core::{AdvantageConfig, RewardConfig, PromptConfig, Validity};
 use serde::{Deserialize, Serialize};
 
 use crate::collector::{AdmissibleLists, CollectorOptions, DEFAULT_MAX_STEPS};
-use crate::envs::{open_env_aliasing, EnvProvider, Protocol};
+use crate::envs::{open_env_with, EnvProvider, Protocol, SciworldOptions};
 use crate::error::{Result, TrainerError};
 use crate::policies::ModelPolicyOptions;
 use crate::served::policy::ServedSampling;
@@ -374,6 +374,12 @@ pub struct ColdstartSection {
     /// The steps each focus copy holds from the focus step on (1, the default: the focus
     /// step alone; 2: with the step after it, where the demonstration picks the object up).
     pub focus_copy_steps: usize,
+    /// ScienceWorld only: the expert plays the committed recording of the training
+    /// variations' gold paths (`sciworld::GoldPaths::recorded_train`) instead of generating
+    /// each in a gold-path JVM (false, the default). Each variation's path is then the same
+    /// whatever was generated before it; a conductivity task's wires may be taken up in
+    /// another order than a cold start's JVM would take them.
+    pub recorded_gold_paths: bool,
     /// Who writes each step's tag and reason: `builtin` (rule-based) or `openai`: a served
     /// teacher (`[coldstart.teacher]`) with the actions fixed, as published; its rejected
     /// steps keep the built-in annotation.
@@ -404,6 +410,7 @@ impl Default for ColdstartSection {
             rename_fraction: 0.0,
             focus_copies: 0,
             focus_copy_steps: 1,
+            recorded_gold_paths: false,
             annotator: "builtin".into(),
             teacher: ServerSection {
                 logprobs: false,
@@ -830,7 +837,12 @@ impl RunConfig {
     /// Opens the configured environment (its data included) at `level`.
     pub fn open_level(&self, level: &str) -> Result<Box<dyn EnvProvider>> {
         let env = &self.env;
-        open_env_aliasing(&env.name, level, env.data.as_deref(), env.tested_object_alias, env.wire_alias)
+        let sciworld = SciworldOptions {
+            alias_tested_object: env.tested_object_alias,
+            alias_wires: env.wire_alias,
+            recorded_gold_paths: self.coldstart.recorded_gold_paths,
+        };
+        open_env_with(&env.name, level, env.data.as_deref(), sciworld)
     }
 
     /// Reads, parses and validates a config file.
@@ -913,6 +925,12 @@ impl RunConfig {
             return Err(TrainerError::value(
                 "env.tested_object_alias",
                 format!("names ScienceWorld's conductivity tasks' tested object; env.name is {:?}", self.env.name),
+            ));
+        }
+        if self.coldstart.recorded_gold_paths && self.env.name != "sciworld" {
+            return Err(TrainerError::value(
+                "coldstart.recorded_gold_paths",
+                format!("plays ScienceWorld's recorded gold paths; env.name is {:?}", self.env.name),
             ));
         }
         if self.env.wire_alias && self.env.name != "sciworld" {
@@ -1152,6 +1170,9 @@ mod tests {
         let box_line = err("[prompt]\ncompact = true\nbox_line = \"choice\"\n");
         assert!(box_line.contains("prompt.box_line") && box_line.contains("sciworld"), "{box_line}");
         assert!(err("[env]\ntested_object_alias = true\n").contains("env.tested_object_alias"));
+        assert!(err("[coldstart]\nrecorded_gold_paths = true\n").contains("coldstart.recorded_gold_paths"));
+        let c = RunConfig::from_toml("[env]\nname = \"sciworld\"\n[coldstart]\nrecorded_gold_paths = true\n").unwrap();
+        assert!(c.coldstart.recorded_gold_paths);
         assert!(err("[env]\nwire_alias = true\n").contains("env.wire_alias"));
         assert!(RunConfig::from_toml("[env]\nname = \"sciworld\"\nwire_alias = true\n").unwrap().env.wire_alias);
         RunConfig::from_toml("[env]\nname = \"sciworld\"\ntested_object_alias = true\n").unwrap();

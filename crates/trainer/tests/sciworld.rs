@@ -331,7 +331,8 @@ fn an_aliased_tested_object_is_shown_and_commanded_by_its_alias_and_the_expert_s
 /// circuit takes them up in that order, every connection is made and the episode is won.
 #[test]
 fn aliased_wires_are_shown_and_commanded_by_their_aliases_and_close_the_circuit() {
-    let provider = trainer::envs::open_env_aliasing("sciworld", "L0", None, true, true).unwrap();
+    let aliasing = trainer::envs::SciworldOptions { alias_tested_object: true, alias_wires: true, recorded_gold_paths: false };
+    let provider = trainer::envs::open_env_with("sciworld", "L0", None, aliasing).unwrap();
     let task = first_test_task(provider.as_ref(), "test-conductivity");
     let mut expert = provider.expert(Detours::default(), rlvmr_core::OutputStyle::Tagged).unwrap();
     let run = collect(provider.as_ref(), expert.as_mut(), &grouped_specs(std::slice::from_ref(&task), 1, 0), &options(30)).unwrap();
@@ -372,4 +373,56 @@ fn rl_draws_every_training_variation_or_only_those_whose_gold_path_fits() {
     assert!(!kept.iter().any(|t| t.starts_with("inclined-plane") || t.starts_with("mendelian-genetics")));
     config.env.max_steps = 1;
     assert!(trainer::rl::training_tasks(l0.as_ref(), &config).is_empty());
+}
+
+/// Asked to, the expert reads its paths from the committed recording (`sciworld::GoldPaths`)
+/// and starts no gold-path JVM for them; for tasks whose gold path draws nothing at random
+/// (unlike the conductivity tasks' order of wires) it plays what it plays from paths
+/// generated in a JVM: a whole path (find-plant, won) and an opening cut at the step limit
+/// (boil).
+#[test]
+fn the_expert_plays_recorded_gold_paths_without_a_jvm_as_it_plays_generated_ones() {
+    let provider = open_env("sciworld", "L2", None, false).unwrap();
+    let train_game = |name: &str| {
+        let task = sciworld::resolve_task(name).unwrap();
+        let variation = task.split(sciworld::OfficialSplit::Train).next().unwrap();
+        TaskRef { game: format!("{name}/{variation}"), task_type: name.to_string() }
+    };
+    let games = [train_game("find-plant"), train_game("boil")];
+    let specs = grouped_specs(&games, 1, 0);
+    let mut recorded = GoldPolicy::new(0.0).unwrap().cutting_at(Some(30)).reading(Some(sciworld::GoldPaths::recorded_train()));
+    let from_recording = collect(provider.as_ref(), &mut recorded, &specs, &options(30)).unwrap();
+    assert_eq!(recorded.jvms(), 0, "every path was recorded");
+    let mut generating = GoldPolicy::new(0.0).unwrap().cutting_at(Some(30)).reading(None);
+    let generated = collect(provider.as_ref(), &mut generating, &specs, &options(30)).unwrap();
+    assert!(generating.jvms() > 0);
+    let actions = |e: &trainer::EpisodeRecord| e.steps.iter().map(|s| s.action.clone()).collect::<Vec<_>>();
+    for (a, b) in from_recording.episodes.iter().zip(&generated.episodes) {
+        assert!(a.error.is_none() && b.error.is_none(), "{:?} {:?}", a.error, b.error);
+        assert_eq!(actions(a), actions(b), "{}", a.game);
+        assert_eq!(a.steps.iter().map(|s| &s.output).collect::<Vec<_>>(), b.steps.iter().map(|s| &s.output).collect::<Vec<_>>());
+    }
+    let won: Vec<bool> = from_recording.episodes.iter().map(|e| e.won).collect();
+    assert_eq!(won, [true, false], "the find task won, the boil opening cut at 30 steps");
+    assert_eq!(from_recording.episodes[1].steps.len(), 30);
+}
+
+/// `[coldstart] recorded_gold_paths` reaches the expert: a cold start of six demonstrations
+/// through a provider opened with it plays each game's recorded path, action for action, up
+/// to the win (no mistakes planted, no aliases).
+#[test]
+fn a_cold_start_with_recorded_gold_paths_plays_the_recording() {
+    let settings = trainer::envs::SciworldOptions { recorded_gold_paths: true, ..Default::default() };
+    let provider = trainer::envs::open_env_with("sciworld", "L0", None, settings).unwrap();
+    let run = coldstart(provider.as_ref(), 6, 0, Detours::mistakes(0.0), Protocol::Published, 11, &options(30), None).unwrap();
+    let recording = sciworld::GoldPaths::recorded_train();
+    assert_eq!(run.episodes.len(), 6);
+    for e in &run.episodes {
+        let (task, variation) = e.game.rsplit_once('/').unwrap();
+        let recorded = recording.get("easy", task, variation.parse().unwrap(), None).expect("recorded");
+        let played: Vec<String> = e.steps.iter().map(|s| s.action.clone()).collect();
+        // Won as soon as the simulator says so: a path may hold a step more.
+        assert!(e.won, "{}", e.game);
+        assert!(recorded.path.starts_with(&played), "{}: {played:?} against {:?}", e.game, recorded.path);
+    }
 }

@@ -24,18 +24,22 @@ pub const ENV_NAMES: [&str; 2] = ["alfworld", "sciworld"];
 /// ALFWorld files are (see [`AlfworldData::open_default`]); `alias_tested_object` is
 /// ScienceWorld's (see [`SciworldProvider::alias_tested_object`]).
 pub fn open_env(env: &str, split: &str, data: Option<&Path>, alias_tested_object: bool) -> Result<Box<dyn EnvProvider>> {
-    open_env_aliasing(env, split, data, alias_tested_object, false)
+    open_env_with(env, split, data, SciworldOptions { alias_tested_object, ..SciworldOptions::default() })
 }
 
-/// [`open_env`], with ScienceWorld's conductivity wires aliased too
-/// ([`SciworldProvider::alias_wires`]).
-pub fn open_env_aliasing(
-    env: &str,
-    split: &str,
-    data: Option<&Path>,
-    alias_tested_object: bool,
-    alias_wires: bool,
-) -> Result<Box<dyn EnvProvider>> {
+/// ScienceWorld's settings of [`open_env_with`] (ALFWorld has none of them).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SciworldOptions {
+    /// See [`SciworldProvider::alias_tested_object`].
+    pub alias_tested_object: bool,
+    /// See [`SciworldProvider::alias_wires`].
+    pub alias_wires: bool,
+    /// See [`SciworldProvider::recorded_gold_paths`].
+    pub recorded_gold_paths: bool,
+}
+
+/// [`open_env`], with all of ScienceWorld's settings.
+pub fn open_env_with(env: &str, split: &str, data: Option<&Path>, sciworld: SciworldOptions) -> Result<Box<dyn EnvProvider>> {
     match env {
         "alfworld" => {
             let level = Level::from_name(split).ok_or_else(|| TrainerError::UnknownSplit {
@@ -50,8 +54,9 @@ pub fn open_env_aliasing(
         }
         "sciworld" => Ok(Box::new(
             SciworldProvider::open(split)?
-                .alias_tested_object(alias_tested_object)
-                .alias_wires(alias_wires),
+                .alias_tested_object(sciworld.alias_tested_object)
+                .alias_wires(sciworld.alias_wires)
+                .recorded_gold_paths(sciworld.recorded_gold_paths),
         )),
         other => Err(TrainerError::UnknownEnv(other.into())),
     }

@@ -1,10 +1,10 @@
-//! ScienceWorld's expert: the simulator's gold action sequence of the variation (from a
-//! gold-path JVM of its own; door openings left out, see [`without_door_openings`], and
-//! under the "easy" simplifications each walk through rooms made one teleport, see
-//! [`with_teleports`]; objects named as the room shows them, see
-//! [`sciworld::GoldOracle::with_plain_names`]), one action per turn, tagged and reasoned
-//! by [`super::annotate`] like ALFWorld's demonstrations: a plan naming the subgoals,
-//! exploration of unseen rooms, monitoring.
+//! ScienceWorld's expert: the simulator's gold action sequence of the variation as an agent
+//! plays it ([`GoldOracle::playable_path`]: door openings left out, under the "easy"
+//! simplifications each walk through rooms made one teleport, objects named as the room
+//! shows them), generated in gold-path JVMs of its own or, if asked, read from the committed
+//! recording ([`GoldPaths::recorded_train`]) where it has them; one action per turn, tagged and
+//! reasoned by [`super::annotate`] like ALFWorld's demonstrations: a plan naming the
+//! subgoals, exploration of unseen rooms, monitoring.
 //!
 //! For cold-start data a seeded fraction of episodes carries one recoverable mistake at an
 //! early step ([`plant_mistake`]: a command the simulator does not understand, a room
@@ -17,7 +17,7 @@ use std::collections::{HashMap, VecDeque};
 
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use sciworld::{with_teleports, without_door_openings, EnvConfig, GoldOracle};
+use sciworld::{EnvConfig, GoldOracle, GoldPaths, PlayablePath};
 
 use crate::agent::{act_in_slots, Policy, Reply, Turn};
 use crate::error::{Result, TrainerError};
@@ -39,8 +39,10 @@ pub const GOLD_JVMS: usize = 2;
 
 /// Plays gold paths.
 pub struct GoldPolicy {
-    /// [`GOLD_JVMS`] of them, started when first needed beyond the first.
+    /// Up to [`GOLD_JVMS`] of them, started when a path is first missing from `recorded`.
     oracles: Vec<GoldOracle>,
+    /// Recorded paths, read before any JVM is asked.
+    recorded: Option<&'static GoldPaths>,
     config: EnvConfig,
     mistake_fraction: f64,
     style: OutputStyle,
@@ -50,11 +52,9 @@ pub struct GoldPolicy {
     paths: PathOptions,
 }
 
-/// How a gold path is made playable.
+/// How a gold path is played.
 #[derive(Debug, Clone, Copy, Default)]
 struct PathOptions {
-    /// Walks become teleports ([`with_teleports`]): the simplifications allow them.
-    teleport: bool,
     /// Paths name a conductivity task's tested object by its alias, as an aliasing
     /// environment shows it ([`super::SciworldProvider::alias_tested_object`]).
     alias: bool,
@@ -81,23 +81,32 @@ struct Slot {
 }
 
 impl GoldPolicy {
-    /// Starts the gold-path JVM (the cached jar, "easy" simplifications); a seeded
-    /// `mistake_fraction` of the episodes get one recoverable mistake.
+    /// Generates its paths in gold-path JVMs (the cached jar, "easy" simplifications),
+    /// started when first needed; a seeded `mistake_fraction` of the episodes get one
+    /// recoverable mistake.
     pub fn new(mistake_fraction: f64) -> Result<GoldPolicy> {
-        let config =
-            EnvConfig::from_default_jar()?;
-        let oracle = GoldOracle::new(&config)?;
-        let simplifications = &config.simplifications;
-        let teleport = simplifications.contains("easy") || simplifications.contains("teleportAction");
         Ok(GoldPolicy {
-            oracles: vec![oracle],
-            config,
+            oracles: Vec::new(),
+            recorded: None,
+            config: EnvConfig::from_default_jar()?,
             mistake_fraction: mistake_fraction.clamp(0.0, 1.0),
             style: OutputStyle::Tagged,
             slots: HashMap::new(),
             give_up_at: None,
-            paths: PathOptions { teleport, ..PathOptions::default() },
+            paths: PathOptions::default(),
         })
+    }
+
+    /// Reads paths from `recorded` (e.g. [`GoldPaths::recorded_train`]) before asking a JVM
+    /// (`None`, the default: generates every path).
+    pub fn reading(mut self, recorded: Option<&'static GoldPaths>) -> Self {
+        self.recorded = recorded;
+        self
+    }
+
+    /// Gold-path JVMs started so far.
+    pub fn jvms(&self) -> usize {
+        self.oracles.len()
     }
 
     /// Gives up (fails at its start) every episode whose gold path as played (door
@@ -224,36 +233,35 @@ impl Policy for GoldPolicy {
     }
 
     fn start_episode(&mut self, slot: usize, spec: &EpisodeSpec) -> Result<()> {
-        let path = gold_path(&mut self.oracles[0], spec, self.paths)?;
-        self.start_with(slot, spec, path)
+        self.start_episodes(&[(slot, spec)]).pop().unwrap_or_else(|| Err(TrainerError::Invalid("no episode started".into())))
     }
 
-    /// The wave's gold paths come from [`GOLD_JVMS`] JVMs side by side: episode `i` from JVM
-    /// `i % GOLD_JVMS`, so the paths and what follows do not depend on timing.
+    /// The wave's paths from the recording where it has them; the others from up to
+    /// [`GOLD_JVMS`] JVMs side by side: the `i`th missing path from JVM `i % GOLD_JVMS`, so
+    /// the paths and what follows do not depend on timing.
     fn start_episodes(&mut self, starts: &[(usize, &EpisodeSpec)]) -> Vec<Result<()>> {
-        let wanted = GOLD_JVMS.min(starts.len());
-        while self.oracles.len() < wanted {
-            match GoldOracle::new(&self.config) {
-                Ok(oracle) => self.oracles.push(oracle),
-                Err(e) => {
-                    let message = format!("a gold-path JVM could not start: {e}");
-                    return starts.iter().map(|_| Err(TrainerError::Invalid(message.clone()))).collect();
-                }
-            }
+        let mut paths: Vec<Option<Result<PlayablePath>>> =
+            starts.iter().map(|&(_, spec)| self.recorded_path(spec).map(Ok)).collect();
+        let missing: Vec<usize> = (0..starts.len()).filter(|&i| paths[i].is_none()).collect();
+        if let Err(e) = self.start_oracles(GOLD_JVMS.min(missing.len())) {
+            let message = format!("a gold-path JVM could not start: {e}");
+            return starts.iter().map(|_| Err(TrainerError::Invalid(message.clone()))).collect();
         }
         let n = self.oracles.len();
-        let options = self.paths;
-        let mut paths: Vec<Option<Result<Vec<String>>>> = starts.iter().map(|_| None).collect();
+        let cut_at = self.paths.cut_at;
         std::thread::scope(|scope| {
             let workers: Vec<_> = self
                 .oracles
                 .iter_mut()
                 .enumerate()
                 .map(|(k, oracle)| {
+                    let missing = &missing;
                     scope.spawn(move || {
-                        (k..starts.len())
+                        missing
+                            .iter()
+                            .skip(k)
                             .step_by(n)
-                            .map(|i| (i, gold_path(oracle, starts[i].1, options)))
+                            .map(|&i| (i, generated_path(oracle, starts[i].1, cut_at)))
                             .collect::<Vec<_>>()
                     })
                 })
@@ -270,6 +278,7 @@ impl Policy for GoldPolicy {
             .zip(paths)
             .map(|(&(slot, spec), path)| {
                 let path = path.unwrap_or_else(|| Err(TrainerError::Invalid("a gold-path worker panicked".into())))?;
+                let path = played_path(spec, path, self.paths)?;
                 self.start_with(slot, spec, path)
             })
             .collect()
@@ -286,29 +295,20 @@ impl Policy for GoldPolicy {
     }
 }
 
-/// The episode's gold path as played: door openings left out, with `teleport` (the
-/// simplifications allow it) each walk through rooms made one teleport, with `cut_at` a
-/// longer path cut to its opening, objects named as the room shows them where the path
-/// still wins (an opening: still scores) so ([`GoldOracle::with_plain_names`]), and with
-/// `alias` a conductivity task's tested object named by its alias.
-fn gold_path(oracle: &mut GoldOracle, spec: &EpisodeSpec, options: PathOptions) -> Result<Vec<String>> {
+/// The episode's gold path as an agent plays it, generated in `oracle`
+/// ([`GoldOracle::playable_path`]; with `cut_at` a longer path cut to its opening).
+fn generated_path(oracle: &mut GoldOracle, spec: &EpisodeSpec, cut_at: Option<usize>) -> Result<PlayablePath> {
     let (task, variation) = parse_game(&spec.task.game)?;
-    let path = oracle
-        .gold_actions(&task, variation)
-        .map_err(|e| TrainerError::context(format!("gold path of {task} {variation}"), e))?;
-    let mut path = without_door_openings(path);
-    if options.teleport {
-        path = with_teleports(path);
-    }
-    let plain = match options.cut_at.filter(|&limit| path.len() > limit) {
-        Some(limit) => {
-            path.truncate(limit);
-            oracle.opening_with_plain_names(&task, variation, path)
-        }
-        None => oracle.with_plain_names(&task, variation, path),
-    };
-    let (mut path, _plain) =
-        plain.map_err(|e| TrainerError::context(format!("plain names in the gold path of {task} {variation}"), e))?;
+    oracle
+        .playable_path(&task, variation, cut_at)
+        .map_err(|e| TrainerError::context(format!("gold path of {task} {variation}"), e))
+}
+
+/// `playable` as the expert plays it: with `alias_wires` a circuit's wires named by their
+/// aliases, with `alias` a conductivity task's tested object named by its alias.
+fn played_path(spec: &EpisodeSpec, playable: PlayablePath, options: PathOptions) -> Result<Vec<String>> {
+    let (task, _) = parse_game(&spec.task.game)?;
+    let mut path = playable.path;
     if options.alias_wires && super::rename::is_conductivity_task(&task) {
         let aliases = super::rename::wire_aliases(&path.join("\n"));
         path = path.iter().map(|action| rename_all(action, &aliases)).collect();
@@ -316,14 +316,30 @@ fn gold_path(oracle: &mut GoldOracle, spec: &EpisodeSpec, options: PathOptions) 
     if !options.alias {
         return Ok(path);
     }
-    let description = oracle
-        .task_description(&task, variation)
-        .map_err(|e| TrainerError::context(format!("task description of {task} {variation}"), e))?;
-    let aliases: Vec<_> = super::rename::tested_object_alias(&description).into_iter().collect();
+    let aliases: Vec<_> = super::rename::tested_object_alias(&playable.description).into_iter().collect();
     Ok(path.iter().map(|action| rename_all(action, &aliases)).collect())
 }
 
 impl GoldPolicy {
+    /// The recorded path of the episode's variation, if the recording has it for these
+    /// simplifications and this cut (and the JVMs would run under the flags it was
+    /// recorded under, which make the simulator deterministic).
+    fn recorded_path(&self, spec: &EpisodeSpec) -> Option<PlayablePath> {
+        if self.config.jvm.flags != sciworld::JvmConfig::DEFAULT_FLAGS {
+            return None;
+        }
+        let (task, variation) = parse_game(&spec.task.game).ok()?;
+        self.recorded?.get(&self.config.simplifications, &task, variation, self.paths.cut_at)
+    }
+
+    /// Starts gold-path JVMs until `wanted` run.
+    fn start_oracles(&mut self, wanted: usize) -> Result<()> {
+        while self.oracles.len() < wanted {
+            self.oracles.push(GoldOracle::new(&self.config)?);
+        }
+        Ok(())
+    }
+
     /// Sets `slot` up to play `path`, unless it is too long for the cold start.
     fn start_with(&mut self, slot: usize, spec: &EpisodeSpec, path: Vec<String>) -> Result<()> {
         let game = &spec.task.game;

@@ -10,7 +10,7 @@ pub mod rename;
 use std::sync::{Arc, Mutex};
 
 use rlvmr_core::{Env, EnvError, OutputStyle, PromptEnv, StepResult};
-use sciworld::{EnvConfig, GoldLengths, Level, Phase, SciWorldEnv, TaskVariation};
+use sciworld::{EnvConfig, GoldLengths, GoldPaths, Level, Phase, SciWorldEnv, TaskVariation};
 
 use crate::agent::Policy;
 use crate::envs::provider::{Detours, EnvProvider, Protocol};
@@ -36,6 +36,8 @@ pub struct SciworldProvider {
     alias_tested_object: bool,
     /// The conductivity tasks' wires shown as [`rename::WIRE_ALIASES`].
     alias_wires: bool,
+    /// The expert plays recorded gold paths.
+    recorded_gold_paths: bool,
 }
 
 impl SciworldProvider {
@@ -53,7 +55,16 @@ impl SciworldProvider {
             idle: Arc::new(Mutex::new(Vec::new())),
             alias_tested_object: false,
             alias_wires: false,
+            recorded_gold_paths: false,
         })
+    }
+
+    /// With `recorded`, the expert plays the committed recording's gold paths
+    /// ([`sciworld::GoldPaths::recorded_train`]) where it has them and starts a gold-path JVM
+    /// only for the others; a recorded path does not depend on what was generated before it.
+    pub fn recorded_gold_paths(mut self, recorded: bool) -> Self {
+        self.recorded_gold_paths = recorded;
+        self
     }
 
     /// With `alias`, episodes of the conductivity tasks show the tested object as
@@ -149,6 +160,7 @@ impl EnvProvider for SciworldProvider {
     fn expert(&self, detours: Detours, style: OutputStyle) -> Result<Box<dyn Policy>> {
         Ok(Box::new(
             GoldPolicy::new(detours.mistake_fraction)?
+                .reading(self.recorded_gold_paths.then(GoldPaths::recorded_train))
                 .giving_up_at(detours.give_up_at)
                 .cutting_at(detours.cut_at)
                 .alias_tested_object(self.alias_tested_object)
