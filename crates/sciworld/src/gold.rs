@@ -305,12 +305,7 @@ impl GoldLengths {
     /// The committed recording of the training variations.
     pub fn recorded_train() -> &'static GoldLengths {
         static RECORDED: std::sync::OnceLock<GoldLengths> = std::sync::OnceLock::new();
-        RECORDED.get_or_init(|| {
-            let mut text = String::new();
-            let mut gz = flate2::read::GzDecoder::new(RECORDED_TRAIN);
-            std::io::Read::read_to_string(&mut gz, &mut text).expect("the committed recording is gzip text");
-            GoldLengths::parse(&text).expect("the committed recording parses")
-        })
+        RECORDED.get_or_init(|| GoldLengths::parse(&gunzipped(RECORDED_TRAIN)).expect("the committed recording parses"))
     }
 
     /// The playable length of a task's (name or index) variation's gold path, if recorded.
@@ -332,6 +327,14 @@ impl GoldLengths {
     pub fn is_empty(&self) -> bool {
         self.lengths.is_empty()
     }
+}
+
+/// The text of a gzipped recording committed with this crate.
+pub(crate) fn gunzipped(bytes: &[u8]) -> String {
+    let mut text = String::new();
+    let mut gz = flate2::read::GzDecoder::new(bytes);
+    std::io::Read::read_to_string(&mut gz, &mut text).expect("a committed recording is gzip text");
+    text
 }
 
 #[cfg(test)]

@@ -10,7 +10,7 @@ use std::collections::HashMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::gold::{GoldOracle, PlayablePath};
+use crate::gold::{gunzipped, GoldOracle, PlayablePath};
 use crate::tasks::{check_variation, resolve_task};
 
 /// One recorded path: a JSON line.
@@ -46,7 +46,7 @@ impl From<PlayablePath> for GoldPathRecord {
 
 impl GoldPathRecord {
     /// The path `oracle` plays for a task's variation with `cut_at`, as a record.
-    pub fn generate(oracle: &mut GoldOracle, task: &str, variation: usize, cut_at: Option<usize>) -> crate::Result<GoldPathRecord> {
+    pub fn generate(oracle: &mut GoldOracle, task: &str, variation: usize, cut_at: Option<usize>) -> crate::error::Result<GoldPathRecord> {
         let name = resolve_task(task)?.name;
         Ok(GoldPathRecord {
             task: name.to_string(),
@@ -122,12 +122,7 @@ impl GoldPaths {
     /// The committed recording of the training variations.
     pub fn recorded_train() -> &'static GoldPaths {
         static RECORDED: std::sync::OnceLock<GoldPaths> = std::sync::OnceLock::new();
-        RECORDED.get_or_init(|| {
-            let mut text = String::new();
-            let mut gz = flate2::read::GzDecoder::new(RECORDED_TRAIN);
-            std::io::Read::read_to_string(&mut gz, &mut text).expect("the committed recording is gzip text");
-            GoldPaths::parse(&text).expect("the committed recording parses")
-        })
+        RECORDED.get_or_init(|| GoldPaths::parse(&gunzipped(RECORDED_TRAIN)).expect("the committed recording parses"))
     }
 
     /// The recorded path that [`GoldOracle::playable_path`] gives for a task's (name or
@@ -239,7 +234,7 @@ mod tests {
     fn the_recording_parses() {
         let recorded = GoldPaths::recorded_train();
         for record in recorded.sorted_records() {
-            assert_eq!(record.simplifications, crate::DEFAULT_SIMPLIFICATIONS);
+            assert_eq!(record.simplifications, crate::env::DEFAULT_SIMPLIFICATIONS);
         }
     }
 }
