@@ -1,5 +1,5 @@
-//! `rlvmr sciworld ...`: replay command lists, play at the terminal, check gold paths, list
-//! tasks, benchmark against the official Python client.
+//! `rlvmr sciworld ...`: replay command lists, play at the terminal, check and record gold
+//! paths, list tasks, benchmark against the official Python client.
 
 use std::io::{self, BufRead, Write};
 use std::collections::BTreeMap;
