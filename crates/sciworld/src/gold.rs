@@ -181,7 +181,7 @@ impl GoldOracle {
 }
 
 /// A gold path as an agent plays it ([`GoldOracle::playable_path`]).
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PlayablePath {
     pub path: Vec<String>,
     /// The whole gold path, not an opening cut from a longer one.

@@ -29,31 +29,19 @@ pub struct GoldPathRecord {
     pub path: Vec<String>,
 }
 
-impl From<PlayablePath> for GoldPathRecord {
-    /// A record of `playable` with no task yet.
-    fn from(playable: PlayablePath) -> GoldPathRecord {
-        GoldPathRecord {
-            task: String::new(),
-            variation: 0,
-            simplifications: String::new(),
-            cut_at: None,
-            whole: playable.whole,
-            description: playable.description,
-            path: playable.path,
-        }
-    }
-}
-
 impl GoldPathRecord {
     /// The path `oracle` plays for a task's variation with `cut_at`, as a record.
     pub fn generate(oracle: &mut GoldOracle, task: &str, variation: usize, cut_at: Option<usize>) -> crate::error::Result<GoldPathRecord> {
         let name = resolve_task(task)?.name;
+        let PlayablePath { path, whole, description } = oracle.playable_path(name, variation, cut_at)?;
         Ok(GoldPathRecord {
             task: name.to_string(),
             variation,
             simplifications: oracle.simplifications().to_string(),
             cut_at,
-            ..GoldPathRecord::from(oracle.playable_path(name, variation, cut_at)?)
+            whole,
+            description,
+            path,
         })
     }
 
@@ -128,14 +116,19 @@ impl GoldPaths {
     /// The recorded path that [`GoldOracle::playable_path`] gives for a task's (name or
     /// index) variation under `simplifications` with `cut_at`, if there is one.
     pub fn get(&self, simplifications: &str, task: &str, variation: usize, cut_at: Option<usize>) -> Option<PlayablePath> {
-        let task = resolve_task(task).ok()?;
-        let records = self.records.get(&(simplifications.to_string(), task.index, variation))?;
-        records.iter().find(|r| r.answers(cut_at)).map(GoldPathRecord::playable)
+        self.answering(simplifications, task, variation, cut_at).map(GoldPathRecord::playable)
     }
 
     /// Whether a path asked for with `cut_at` is recorded for the variation.
     pub fn contains(&self, simplifications: &str, task: &str, variation: usize, cut_at: Option<usize>) -> bool {
-        self.get(simplifications, task, variation, cut_at).is_some()
+        self.answering(simplifications, task, variation, cut_at).is_some()
+    }
+
+    /// The record answering a request for a variation's path with `cut_at`, if any.
+    fn answering(&self, simplifications: &str, task: &str, variation: usize, cut_at: Option<usize>) -> Option<&GoldPathRecord> {
+        let task = resolve_task(task).ok()?;
+        let records = self.records.get(&(simplifications.to_string(), task.index, variation))?;
+        records.iter().find(|r| r.answers(cut_at))
     }
 
     /// Every record, sorted by task index, variation and cut.
