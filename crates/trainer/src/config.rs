@@ -4,6 +4,7 @@
 //! default, so a file only says what differs; a run writes the resolved config (every key)
 //! as `config.toml` in its run directory.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use policy::scratch::ScratchConfig;
@@ -650,6 +651,12 @@ pub struct RlSection {
     /// level (L0 and L1 share theirs); the cold start and SFT are shared when every level's
     /// cold start draws the same games (`published`). See [`crate::rl::levels`].
     pub per_level: bool,
+    /// Under `per_level`, the iterations of a level's run in place of `iterations`, by the
+    /// level that names the run (`{ L0 = 5 }`: the L0 run, which L1 shares, runs 5; the
+    /// others `iterations`). Runs of different levels learn at different rates from one SFT
+    /// model, so one count need not suit both.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub level_iterations: BTreeMap<String, usize>,
 }
 
 impl Default for RlSection {
@@ -685,6 +692,7 @@ impl Default for RlSection {
             max_bad_updates: 3,
             final_eval: Vec::new(),
             per_level: false,
+            level_iterations: BTreeMap::new(),
         }
     }
 }
@@ -753,6 +761,28 @@ impl RlSection {
                 "rl.per_level",
                 "true needs the levels to train for in rl.final_eval, which is empty",
             ));
+        }
+        self.validate_level_iterations()
+    }
+
+    /// Each `level_iterations` entry names a level of a per-level job's `final_eval` and a
+    /// positive count. Whether the level names its run (L1 trains in L0's) is checked where
+    /// the runs are planned ([`crate::rl::levels::train_levels`]).
+    fn validate_level_iterations(&self) -> Result<()> {
+        const KEY: &str = "rl.level_iterations";
+        if !self.level_iterations.is_empty() && !self.per_level {
+            return Err(TrainerError::value(KEY, "sets the iterations of per-level runs, so it needs rl.per_level = true"));
+        }
+        for (level, &iterations) in &self.level_iterations {
+            if !self.final_eval.contains(level) {
+                return Err(TrainerError::value(
+                    KEY,
+                    format!("{level:?} is not one of the levels rl.final_eval trains for ({})", self.final_eval.join(", ")),
+                ));
+            }
+            if iterations == 0 {
+                return Err(TrainerError::value(KEY, format!("{level} = 0: a run needs at least 1 iteration")));
+            }
         }
         Ok(())
     }
@@ -1157,6 +1187,14 @@ mod tests {
         assert!(err("[env]\nsplit = \"L9\"\n").contains("env.split"));
         assert!(err("[rl]\neval_levels = [\"L0\", \"L3\"]\n").contains("rl.eval_levels"));
         assert!(err("[rl]\nper_level = true\n").contains("rl.per_level"));
+        let per_level = "[rl]\nper_level = true\nfinal_eval = [\"L0\", \"L1\", \"L2\"]\n";
+        assert!(err("[rl]\nlevel_iterations = { L0 = 5 }\n").contains("rl.per_level = true"));
+        let unknown = err(&format!("{per_level}level_iterations = {{ L3 = 5 }}\n"));
+        assert!(unknown.contains("rl.level_iterations") && unknown.contains("L3"), "{unknown}");
+        let zero = err(&format!("{per_level}level_iterations = {{ L0 = 0 }}\n"));
+        assert!(zero.contains("rl.level_iterations") && zero.contains("L0 = 0"), "{zero}");
+        let five = RunConfig::from_toml(&format!("{per_level}level_iterations = {{ L0 = 5 }}\n")).unwrap();
+        assert_eq!(five.rl.level_iterations.get("L0"), Some(&5));
         let games = err("[rl]\ngames = \"winnable\"\n");
         assert!(games.contains("games") && games.contains("winnable") && games.contains("line 2"), "{games}");
         assert_eq!(RunConfig::from_toml("[rl]\ngames = \"fitting\"\n").unwrap().rl.games, RlGames::Fitting);

@@ -64,7 +64,28 @@ pub fn run_config(job: &RunConfig, run: &LevelRun, init: &str) -> RunConfig {
     config.rl.final_eval = run.levels.clone();
     config.rl.per_level = false;
     config.rl.init = init.to_string();
+    if let Some(&iterations) = job.rl.level_iterations.get(&run.levels[0]) {
+        config.rl.iterations = iterations;
+    }
+    config.rl.level_iterations.clear();
     config
+}
+
+/// Every `rl.level_iterations` level names one of `runs` (a level that trains in another
+/// level's run, as L1 in L0's, would otherwise be ignored without a word).
+fn check_level_iterations(config: &RunConfig, runs: &[LevelRun]) -> Result<()> {
+    for level in config.rl.level_iterations.keys() {
+        if let Some(run) = runs.iter().find(|run| run.levels.contains(level) && &run.levels[0] != level) {
+            return Err(TrainerError::value(
+                "rl.level_iterations",
+                format!(
+                    "{level} trains in the {first} run (the same training games), which {first} names: set {first} instead",
+                    first = run.levels[0]
+                ),
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// Runs the per-level job `config` into `out` (see the module's doc).
@@ -79,6 +100,7 @@ pub fn train_levels(config: &RunConfig, out: &Path, resume: bool) -> Result<Vec<
         coldstart_games.push(provider.coldstart_tasks(config.env.protocol));
     }
     let runs = plan(levels, &train_games, out);
+    check_level_iterations(config, &runs)?;
     let dir = RunDir::create(out, config)?;
     let init = if config.rl.init == COLDSTART_INIT && !one_coldstart(&coldstart_games) {
         // Each run makes its own cold start from its own games.
@@ -187,6 +209,26 @@ mod tests {
         back.rl.per_level = true;
         back.rl.init = job.rl.init.clone();
         assert_eq!(back, job);
+    }
+
+    #[test]
+    fn level_iterations_set_the_runs_they_name_and_refuse_a_level_that_shares_a_run() {
+        let mut job = RunConfig::default();
+        job.rl.per_level = true;
+        job.rl.iterations = 2;
+        job.rl.final_eval = levels(&["L0", "L1", "L2"]);
+        job.rl.level_iterations.insert("L0".into(), 5);
+        let l0 = LevelRun { levels: levels(&["L0", "L1"]), dir: PathBuf::from("out/L0") };
+        let l2 = LevelRun { levels: levels(&["L2"]), dir: PathBuf::from("out/L2") };
+        let l0_config = run_config(&job, &l0, "init");
+        assert_eq!(l0_config.rl.iterations, 5);
+        assert!(l0_config.rl.level_iterations.is_empty(), "a level's run is an ordinary run");
+        assert_eq!(run_config(&job, &l2, "init").rl.iterations, 2);
+        let runs = [l0, l2];
+        assert!(check_level_iterations(&job, &runs).is_ok());
+        job.rl.level_iterations.insert("L1".into(), 3);
+        let e = check_level_iterations(&job, &runs).unwrap_err().to_string();
+        assert!(e.contains("rl.level_iterations") && e.contains("L1 trains in the L0 run"), "{e}");
     }
 
     #[test]
