@@ -780,9 +780,7 @@ impl RlSection {
                     format!("{level:?} is not one of the levels rl.final_eval trains for ({})", self.final_eval.join(", ")),
                 ));
             }
-            if iterations == 0 {
-                return Err(TrainerError::value(KEY, format!("{level} = 0: a run needs at least 1 iteration")));
-            }
+            positive(&format!("{KEY}.{level}"), iterations)?;
         }
         Ok(())
     }
@@ -1192,7 +1190,7 @@ mod tests {
         let unknown = err(&format!("{per_level}level_iterations = {{ L3 = 5 }}\n"));
         assert!(unknown.contains("rl.level_iterations") && unknown.contains("L3"), "{unknown}");
         let zero = err(&format!("{per_level}level_iterations = {{ L0 = 0 }}\n"));
-        assert!(zero.contains("rl.level_iterations") && zero.contains("L0 = 0"), "{zero}");
+        assert!(zero.contains("rl.level_iterations.L0") && zero.contains("at least 1, got 0"), "{zero}");
         let five = RunConfig::from_toml(&format!("{per_level}level_iterations = {{ L0 = 5 }}\n")).unwrap();
         assert_eq!(five.rl.level_iterations.get("L0"), Some(&5));
         let games = err("[rl]\ngames = \"winnable\"\n");
